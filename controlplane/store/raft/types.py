@@ -70,6 +70,17 @@ LOCAL_MESSAGES = frozenset(
 )
 
 
+RESPONSE_MESSAGES = frozenset(
+    {
+        MessageType.APP_RESP,
+        MessageType.VOTE_RESP,
+        MessageType.PRE_VOTE_RESP,
+        MessageType.HEARTBEAT_RESP,
+        MessageType.READ_INDEX_RESP,
+    }
+)
+
+
 @dataclass(frozen=True, slots=True)
 class ConfState:
     """The membership a snapshot (or the applied log) describes."""
