@@ -218,7 +218,7 @@ class Raft:
             MessageType.PRE_VOTE_RESP,
         ):
             if m.term == 0:
-                raise AssertionError(f"term should be set when sending {m.type.name}")
+                raise AssertionError(f"term should be set when sending {m.type.wire_name}")
         elif m.type not in (MessageType.PROP, MessageType.READ_INDEX):
             # Proposals and read requests forwarded to the leader carry no term: they
             # are local requests relayed, not part of the protocol between terms.
@@ -422,7 +422,7 @@ class Raft:
                 continue
             self.log.info(
                 f"{self.id:x} [logterm: {self.raft_log.last_term()}, index: "
-                f"{self.raft_log.last_index()}] sent {vote_msg.name} request to {to:x} "
+                f"{self.raft_log.last_index()}] sent {vote_msg.wire_name} request to {to:x} "
                 f"at term {self.term}"
             )
             self._send(
@@ -438,14 +438,14 @@ class Raft:
 
     def _poll(self, nid: int, t: MessageType, granted: bool) -> VoteResult:
         if granted:
-            self.log.info(f"{self.id:x} received {t.name} from {nid:x} at term {self.term}")
+            self.log.info(f"{self.id:x} received {t.wire_name} from {nid:x} at term {self.term}")
         else:
             self.log.info(
-                f"{self.id:x} received {t.name} rejection from {nid:x} at term {self.term}"
+                f"{self.id:x} received {t.wire_name} rejection from {nid:x} at term {self.term}"
             )
         self.prs.record_vote(nid, granted)
         g, r, res = self.prs.tally_votes()
-        self.log.info(f"{self.id:x} has received {g} {t.name} votes and {r} vote rejections")
+        self.log.info(f"{self.id:x} has received {g} {t.wire_name} votes and {r} vote rejections")
         return res
 
     # -- ticks ---------------------------------------------------------------------
@@ -499,7 +499,7 @@ class Raft:
                     self.log.info(
                         f"{self.id:x} [logterm: {self.raft_log.last_term()}, index: "
                         f"{self.raft_log.last_index()}, vote: {self.vote:x}] ignored "
-                        f"{m.type.name} from {m.frm:x} [logterm: {m.log_term}, index: "
+                        f"{m.type.wire_name} from {m.frm:x} [logterm: {m.log_term}, index: "
                         f"{m.index}] at term {self.term}: lease is not expired "
                         f"(remaining ticks: {self.election_timeout - self.election_elapsed})"
                     )
@@ -510,7 +510,7 @@ class Raft:
                 pass  # the term is bumped when the pre-vote is won
             else:
                 self.log.info(
-                    f"{self.id:x} [term: {self.term}] received a {m.type.name} message "
+                    f"{self.id:x} [term: {self.term}] received a {m.type.wire_name} message "
                     f"with higher term from {m.frm:x} [term: {m.term}]"
                 )
                 if m.type in (MessageType.APP, MessageType.HEARTBEAT, MessageType.SNAP):
@@ -529,7 +529,7 @@ class Raft:
                 self.log.info(
                     f"{self.id:x} [logterm: {self.raft_log.last_term()}, index: "
                     f"{self.raft_log.last_index()}, vote: {self.vote:x}] rejected "
-                    f"{m.type.name} from {m.frm:x} [logterm: {m.log_term}, index: "
+                    f"{m.type.wire_name} from {m.frm:x} [logterm: {m.log_term}, index: "
                     f"{m.index}] at term {self.term}"
                 )
                 self._send(
@@ -537,7 +537,7 @@ class Raft:
                 )
             else:
                 self.log.debug(
-                    f"{self.id:x} [term: {self.term}] ignored a {m.type.name} message with "
+                    f"{self.id:x} [term: {self.term}] ignored a {m.type.wire_name} message with "
                     f"lower term from {m.frm:x} [term: {m.term}]"
                 )
             return
@@ -562,7 +562,7 @@ class Raft:
         )
         if can_vote and self.raft_log.is_up_to_date(m.index, m.log_term):
             self.log.info(
-                f"{desc} cast {m.type.name} for {m.frm:x} [logterm: {m.log_term}, "
+                f"{desc} cast {m.type.wire_name} for {m.frm:x} [logterm: {m.log_term}, "
                 f"index: {m.index}] at term {self.term}"
             )
             # Answer with the request's term: a pre-vote is granted at the future term.
@@ -572,7 +572,7 @@ class Raft:
                 self.vote = m.frm
         else:
             self.log.info(
-                f"{desc} rejected {m.type.name} from {m.frm:x} [logterm: {m.log_term}, "
+                f"{desc} rejected {m.type.wire_name} from {m.frm:x} [logterm: {m.log_term}, "
                 f"index: {m.index}] at term {self.term}"
             )
             self._send(Message(resp, to=m.frm, term=self.term, reject=True))

@@ -58,6 +58,11 @@ class MessageType(enum.IntEnum):
     READ_INDEX = 21
     READ_INDEX_RESP = 22
 
+    @property
+    def wire_name(self) -> str:
+        """etcd's name for the message type (APP_RESP -> MsgAppResp), used in logs."""
+        return "Msg" + "".join(part.capitalize() for part in self.name.split("_"))
+
 
 LOCAL_MESSAGES = frozenset(
     {
