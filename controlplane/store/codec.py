@@ -64,7 +64,7 @@ def encode_entry(e: Entry) -> bytes:
 def decode_entry(data: bytes) -> Entry:
     try:
         return _entry_from(_unpack(data, "entry"))
-    except (TypeError, IndexError, ValueError) as exc:
+    except (TypeError, IndexError, KeyError, ValueError) as exc:
         raise CodecError(f"malformed entry: {exc}") from exc
 
 
@@ -76,7 +76,7 @@ def decode_hard_state(data: bytes) -> HardState:
     try:
         f = _unpack(data, "hard state")
         return HardState(term=f[0], vote=f[1], commit=f[2])
-    except (TypeError, IndexError) as exc:
+    except (TypeError, IndexError, KeyError, ValueError) as exc:
         raise CodecError(f"malformed hard state: {exc}") from exc
 
 
@@ -87,7 +87,7 @@ def encode_snapshot(s: Snapshot) -> bytes:
 def decode_snapshot(data: bytes) -> Snapshot:
     try:
         return _snapshot_from(_unpack(data, "snapshot"))
-    except (TypeError, IndexError) as exc:
+    except (TypeError, IndexError, KeyError, ValueError) as exc:
         raise CodecError(f"malformed snapshot: {exc}") from exc
 
 
@@ -127,5 +127,5 @@ def decode_message(data: bytes) -> Message:
             reject_hint=f[10],
             context=f[11],
         )
-    except (TypeError, IndexError, ValueError) as exc:
+    except (TypeError, IndexError, KeyError, ValueError) as exc:
         raise CodecError(f"malformed message: {exc}") from exc
