@@ -1,0 +1,635 @@
+"""The store member's runtime: an asyncio driver around the pure Raft core.
+
+One `RaftNode` owns a `RawNode`, the write-ahead log, the snapshot files, the peer
+transport and a state machine, and runs the Ready loop of `rawnode`:
+
+    persist (WAL, fsync with group commit) -> send -> apply -> advance
+
+Group commit falls out of the loop's shape: the fsync runs in a worker thread, and
+while it does the event loop keeps accepting proposals and peer messages into the core;
+they all leave in the next Ready and share the next fsync.
+
+Clients call `propose()` (a write: resolves with the state machine's result once the
+entry is applied here) and `read_index()` (a linearizable read point: resolves once the
+state machine has applied at least that index). Both fail fast with
+`ProposalDroppedError` when the core refuses them (no leader) and with
+`StoreTimeoutError` when nothing happened in time (no quorum): a client never hangs.
+
+Start-up: a member with no WAL bootstraps. With `initial_cluster_state="new"` every
+initial member writes the same bootstrap snapshot (index 1, the initial voters, their
+peer URLs), so they agree on the configuration without a log; with "existing" it starts
+empty and waits for the leader to send it a snapshot. A member with a WAL recovers: the
+newest snapshot the WAL refers to, then the WAL's hard state and entries after it.
+
+Snapshots: after `snapshot_count` applied entries the state machine is snapshotted, the
+snapshot saved, the in-memory log compacted (keeping `catch_up_entries` so slightly slow
+followers still get appends) and the WAL segments before it released. A snapshot sent to
+a follower is always made fresh from the applied state, so it carries the current
+membership (a member added after the last local snapshot must find itself in it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import hashlib
+import itertools
+import logging
+import random
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import msgpack
+
+from controlplane.store.raft import (
+    ConfChange,
+    ConfChangeType,
+    Config,
+    ConfState,
+    Entry,
+    EntryType,
+    MemoryStorage,
+    Message,
+    MessageType,
+    ProposalDroppedError,
+    RawNode,
+    Ready,
+    Snapshot,
+    SnapshotMetadata,
+    StateType,
+)
+from controlplane.store.raft.describe import describe_message
+from controlplane.store.snapshotter import Snapshotter
+from controlplane.store.transport import PeerTransport
+from controlplane.store.wal import WAL, StoreStorageError
+
+log = logging.getLogger(__name__)
+
+
+class StoreTimeoutError(TimeoutError):
+    """A request did not complete in time. A write may or may not have been applied."""
+
+
+class StateMachine(Protocol):
+    """What the Raft log is replicated for (the KV store, later the MVCC store)."""
+
+    def apply(self, index: int, command: bytes) -> Any:
+        """Apply a committed command; the result goes back to the proposer."""
+        ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, data: bytes) -> None: ...
+
+
+class ClusterState(enum.Enum):
+    NEW = "new"
+    EXISTING = "existing"
+
+
+def member_id(name: str, cluster_token: str = "kubelab-store") -> int:
+    """A member's id from its name, stable across restarts (as etcd derives ids)."""
+    digest = hashlib.sha256(f"{cluster_token}/{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF or 1
+
+
+@dataclass
+class NodeConfig:
+    name: str
+    data_dir: Path
+    peer_listen: tuple[str, int]
+    # Peer address of every initial member, by name (this member included).
+    initial_cluster: dict[str, tuple[str, int]]
+    initial_cluster_state: ClusterState = ClusterState.NEW
+    peer_server_ssl: ssl.SSLContext | None = None
+    peer_client_ssl: ssl.SSLContext | None = None
+    tick_interval: float = 0.1  # etcd's default --heartbeat-interval (100 ms)
+    election_ticks: int = 10  # etcd's default --election-timeout (1000 ms)
+    snapshot_count: int = 10_000
+    catch_up_entries: int = 5_000
+    request_timeout: float = 5.0
+    cluster_token: str = "kubelab-store"
+
+    @property
+    def id(self) -> int:
+        return member_id(self.name, self.cluster_token)
+
+
+@dataclass
+class NodeStatus:
+    id: int
+    name: str
+    leader: int
+    term: int
+    commit: int
+    applied: int
+    role: StateType
+    voters: tuple[int, ...]
+    learners: tuple[int, ...]
+    members: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+
+_REQ = msgpack.Packer(use_bin_type=True)
+
+
+def _encode_request(req_id: int, payload: bytes) -> bytes:
+    data: bytes = _REQ.pack([req_id, payload])
+    return data
+
+
+def _decode_request(data: bytes) -> tuple[int, bytes]:
+    req_id, payload = msgpack.unpackb(data, raw=False)
+    return int(req_id), bytes(payload)
+
+
+class RaftNode:
+    def __init__(self, config: NodeConfig, state_machine: StateMachine) -> None:
+        self.config = config
+        self.id = config.id
+        self.sm = state_machine
+        self._tag = f"store[{config.name}]"
+        self._storage = MemoryStorage()
+        self._snapshotter = Snapshotter(config.data_dir / "member" / "snap")
+        self._wal: WAL | None = None
+        self._raw: RawNode | None = None
+        self._transport: PeerTransport | None = None
+        # Peer addresses of the members, replicated with the configuration.
+        self.members: dict[int, tuple[str, int]] = {}
+        self._conf = ConfState()
+        self._applied = 0
+        self._snapshot_index = 0
+        self._req_ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._reads: dict[bytes, asyncio.Future[int]] = {}
+        self._apply_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._wakeup = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._fatal: BaseException | None = None
+        self.leader_changes = 0
+        self.proposals_committed = 0
+        self.proposals_failed = 0
+        self.fsync_seconds: list[float] = []
+        self.on_leader_change: Callable[[int], None] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        wal_dir = cfg.data_dir / "member" / "wal"
+        loop = asyncio.get_running_loop()
+        if any(wal_dir.glob("*.wal")):
+            await loop.run_in_executor(None, self._recover, wal_dir)
+        else:
+            await loop.run_in_executor(None, self._bootstrap, wal_dir)
+        raft_config = Config(
+            id=self.id,
+            storage=self._storage,
+            election_tick=cfg.election_ticks,
+            heartbeat_tick=1,
+            applied=self._applied,
+            check_quorum=True,
+            pre_vote=True,
+            rand=random.Random(),
+        )
+        self._raw = RawNode(raft_config)
+        self._transport = PeerTransport(
+            self.id,
+            cfg.peer_listen,
+            cfg.peer_server_ssl,
+            cfg.peer_client_ssl,
+            on_message=self._on_peer_message,
+            on_unreachable=self._on_unreachable,
+        )
+        for mid, (host, port) in self.members.items():
+            if mid != self.id:
+                self._transport.add_peer(mid, host, port)
+        await self._transport.start()
+        self._tasks = [
+            asyncio.create_task(self._run(), name=f"{self._tag} raft loop"),
+            asyncio.create_task(self._ticker(), name=f"{self._tag} ticker"),
+        ]
+        log.info(
+            "%s: started member %x, peer listener %s:%d, %d members, applied index %d",
+            self._tag,
+            self.id,
+            cfg.peer_listen[0],
+            self._transport.port,
+            len(self.members),
+            self._applied,
+        )
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._wakeup.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._transport is not None:
+            await self._transport.stop()
+        if self._wal is not None:
+            self._wal.close()
+        self._fail_all(ProposalDroppedError(f"{self._tag}: member is shutting down"))
+        log.info("%s: stopped", self._tag)
+
+    def _bootstrap(self, wal_dir: Path) -> None:
+        cfg = self.config
+        self._wal = WAL.create(wal_dir, msgpack.packb([self.id, cfg.name, cfg.cluster_token]))
+        if cfg.initial_cluster_state is ClusterState.EXISTING:
+            log.info(
+                "%s: joining an existing cluster; waiting for the leader's snapshot", self._tag
+            )
+            return
+        self.members = {member_id(n, cfg.cluster_token): a for n, a in cfg.initial_cluster.items()}
+        if self.id not in self.members:
+            raise ValueError(
+                f"{self._tag}: --initial-cluster does not name this member ({cfg.name}); "
+                "list every initial member as name=https://host:port"
+            )
+        conf = ConfState(voters=tuple(sorted(self.members)))
+        snap = Snapshot(SnapshotMetadata(1, 1, conf), self._snapshot_data())
+        self._persist_snapshot(snap)
+        self._wal.sync()
+        self._install_snapshot(snap)
+        log.info("%s: bootstrapped a new cluster of %d members", self._tag, len(self.members))
+
+    def _recover(self, wal_dir: Path) -> None:
+        wal, rec = WAL.open(wal_dir)
+        self._wal = wal
+        snap = self._snapshotter.load_newest(at_most=rec.snapshot_index)
+        snap_index = snap.metadata.index if snap is not None else 0
+        if rec.snapshot_index > snap_index:
+            raise StoreStorageError(
+                f"{self._tag}: the WAL refers to snapshot index {rec.snapshot_index} but no "
+                f"snapshot file has it in {self._snapshotter.dir}; restore the member from a "
+                "snapshot or remove it and add it back with an empty --data-dir"
+            )
+        if snap is not None:
+            self._install_snapshot(snap)
+        self._storage.set_hard_state(rec.hard_state)
+        self._storage.append([e for e in rec.entries if e.index > snap_index])
+        log.info(
+            "%s: recovered: snapshot index %d, %d WAL entries, hard state term %d commit %d",
+            self._tag,
+            snap_index,
+            len(rec.entries),
+            rec.hard_state.term,
+            rec.hard_state.commit,
+        )
+
+    # -- the loop ------------------------------------------------------------------
+
+    @property
+    def raw(self) -> RawNode:
+        assert self._raw is not None, "node not started"
+        return self._raw
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.tick_interval)
+            self.raw.tick()
+            self._wakeup.set()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while not self._stopping:
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                while self.raw.has_ready():
+                    rd = self.raw.ready()
+                    await loop.run_in_executor(None, self._persist, rd)
+                    self._send(rd.messages)
+                    self._apply(rd)
+                    self.raw.advance(rd)
+                    self._maybe_snapshot()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            # Storage failed (disk full, I/O error): the member cannot go on safely.
+            self._fatal = exc
+            log.critical("%s: stopping the raft loop: %s", self._tag, exc)
+            self._fail_all(exc)
+            raise
+
+    def _persist(self, rd: Ready) -> None:
+        """Make the Ready durable (runs in a worker thread; nothing else touches the WAL
+        or snapshot files meanwhile)."""
+        assert self._wal is not None
+        if rd.snapshot is not None:
+            self._persist_snapshot(rd.snapshot)
+        if rd.hard_state is not None or rd.entries:
+            self._wal.save(rd.hard_state, rd.entries)
+        if rd.must_sync:
+            self.fsync_seconds.append(self._wal.sync())
+            del self.fsync_seconds[:-1024]
+
+    def _persist_snapshot(self, snap: Snapshot) -> None:
+        assert self._wal is not None
+        self._snapshotter.save(snap)
+        self._wal.save_snapshot_marker(snap.metadata.index, snap.metadata.term)
+
+    def _send(self, messages: list[Message]) -> None:
+        if not messages:
+            return
+        assert self._transport is not None
+        out = []
+        for m in messages:
+            if m.type is MessageType.SNAP:
+                m = replace(m, snapshot=self._fresh_snapshot())
+                log.info("%s: sending snapshot at index %d to %x", self._tag, self._applied, m.to)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: send %s", self._tag, describe_message(m))
+            out.append(m)
+        self._transport.send(out)
+        for m in out:
+            if m.type is MessageType.SNAP:
+                # The transport is fire-and-forget: report success; if the snapshot was
+                # lost, the follower's next rejection makes the leader send another.
+                self.raw.report_snapshot(m.to, ok=True)
+
+    def _apply(self, rd: Ready) -> None:
+        if rd.soft_state is not None:
+            self._on_soft_state(rd.soft_state.lead, rd.soft_state.raft_state)
+        if rd.snapshot is not None:
+            self._install_snapshot(rd.snapshot)
+            self._storage.apply_snapshot(rd.snapshot)
+        if rd.hard_state is not None:
+            self._storage.set_hard_state(rd.hard_state)
+        self._storage.append(rd.entries)
+        for e in rd.committed_entries:
+            self._apply_entry(e)
+        for rs in rd.read_states:
+            fut = self._reads.pop(rs.request_ctx, None)
+            if fut is not None and not fut.done():
+                fut.set_result(rs.index)
+        self._release_apply_waiters()
+
+    def _apply_entry(self, e: Entry) -> None:
+        self._applied = e.index
+        if not e.data:
+            return  # a new leader's empty entry
+        if e.type is EntryType.CONF_CHANGE:
+            self._apply_conf_change(e)
+            return
+        req_id, payload = _decode_request(e.data)
+        fut = self._pending.pop(req_id, None)
+        try:
+            result = self.sm.apply(e.index, payload)
+        except Exception as exc:  # a bad command fails its request, not the member
+            log.warning("%s: entry %d failed to apply: %s", self._tag, e.index, exc)
+            if fut is not None and not fut.done():
+                fut.set_exception(exc)
+            return
+        self.proposals_committed += 1
+        if fut is not None and not fut.done():
+            fut.set_result(result)
+
+    def _apply_conf_change(self, e: Entry) -> None:
+        cc = ConfChange.decode(e.data)
+        req_id, addr = msgpack.unpackb(cc.context, raw=False) if cc.context else (0, None)
+        fut = self._pending.pop(req_id, None)
+        try:
+            self._conf = self.raw.apply_conf_change(cc)
+        except Exception as exc:
+            log.warning("%s: conf change at %d refused: %s", self._tag, e.index, exc)
+            if fut is not None and not fut.done():
+                fut.set_exception(exc)
+            return
+        assert self._transport is not None
+        if cc.type is ConfChangeType.REMOVE_NODE:
+            self.members.pop(cc.node_id, None)
+            if cc.node_id != self.id:
+                self._transport.remove_peer(cc.node_id)
+            else:
+                log.warning("%s: this member was removed from the cluster", self._tag)
+        elif addr is not None:
+            host, port = addr
+            if cc.node_id not in self.members and cc.node_id != self.id:
+                self._transport.add_peer(cc.node_id, host, port)
+            self.members[cc.node_id] = (host, port)
+        log.info(
+            "%s: applied conf change %s %x; voters=%s learners=%s",
+            self._tag,
+            cc.type.name,
+            cc.node_id,
+            [f"{v:x}" for v in self._conf.voters],
+            [f"{v:x}" for v in self._conf.learners],
+        )
+        if fut is not None and not fut.done():
+            fut.set_result(self._conf)
+
+    def _on_soft_state(self, lead: int, role: StateType) -> None:
+        self.leader_changes += 1
+        log.info(
+            "%s: leader is now %s (this member: %s)",
+            self._tag,
+            f"{lead:x}" if lead else "unknown",
+            role.value,
+        )
+        if self.on_leader_change is not None:
+            self.on_leader_change(lead)
+
+    # -- snapshots -----------------------------------------------------------------
+
+    def _snapshot_data(self) -> bytes:
+        data: bytes = msgpack.packb(
+            [{mid: list(addr) for mid, addr in self.members.items()}, self.sm.snapshot()],
+            use_bin_type=True,
+        )
+        return data
+
+    def _install_snapshot(self, snap: Snapshot) -> None:
+        """Load a snapshot's membership and state machine image (start-up or leader)."""
+        members, sm_data = msgpack.unpackb(snap.data, raw=False, strict_map_key=False)
+        self.members = {int(mid): (a[0], int(a[1])) for mid, a in members.items()}
+        self.sm.restore(sm_data)
+        self._conf = snap.metadata.conf_state
+        self._applied = snap.metadata.index
+        self._snapshot_index = snap.metadata.index
+        if self._storage.snapshot().metadata.index < snap.metadata.index:
+            self._storage.apply_snapshot(snap)
+        if self._transport is not None:
+            for mid, (host, port) in self.members.items():
+                if mid != self.id and mid not in self._transport.peers:
+                    self._transport.add_peer(mid, host, port)
+
+    def _fresh_snapshot(self) -> Snapshot:
+        meta = SnapshotMetadata(self._applied, self._storage.term(self._applied), self._conf)
+        return Snapshot(meta, self._snapshot_data())
+
+    def _maybe_snapshot(self) -> None:
+        if self._applied - self._snapshot_index < self.config.snapshot_count:
+            return
+        snap = self._storage.create_snapshot(self._applied, self._conf, self._snapshot_data())
+        assert self._wal is not None
+        self._persist_snapshot(snap)
+        self._wal.sync()
+        self._snapshot_index = self._applied
+        compact_to = self._applied - self.config.catch_up_entries
+        if compact_to > self._storage.first_index():
+            self._storage.compact(compact_to)
+        self._wal.release_to(snap.metadata.index)
+        self._snapshotter.purge()
+        log.info(
+            "%s: saved snapshot at index %d, compacted log to %d",
+            self._tag,
+            self._applied,
+            self._storage.first_index(),
+        )
+
+    # -- transport callbacks ---------------------------------------------------------
+
+    def _on_peer_message(self, m: Message) -> None:
+        if self._raw is None or self._stopping:
+            return
+        self._raw.step(m)
+        self._wakeup.set()
+
+    def _on_unreachable(self, peer: int) -> None:
+        if self._raw is not None and not self._stopping:
+            self._raw.report_unreachable(peer)
+
+    # -- client API ------------------------------------------------------------------
+
+    def _check_alive(self) -> None:
+        if self._fatal is not None:
+            raise StoreStorageError(
+                f"{self._tag}: member stopped after a storage failure: {self._fatal}"
+            )
+
+    async def propose(self, command: bytes, timeout: float | None = None) -> Any:
+        """Replicate `command`; returns the state machine's result once applied here."""
+        self._check_alive()
+        req_id = next(self._req_ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        try:
+            self.raw.propose(_encode_request(req_id, command))
+        except ProposalDroppedError:
+            self._pending.pop(req_id, None)
+            self.proposals_failed += 1
+            raise
+        self._wakeup.set()
+        return await self._await(fut, req_id, timeout, "write")
+
+    async def propose_conf_change(
+        self,
+        kind: ConfChangeType,
+        node_id: int,
+        peer_addr: tuple[str, int] | None = None,
+        timeout: float | None = None,
+    ) -> ConfState:
+        self._check_alive()
+        req_id = next(self._req_ids)
+        ctx = msgpack.packb([req_id, list(peer_addr) if peer_addr else None])
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        try:
+            self.raw.propose_conf_change(ConfChange(kind, node_id, ctx))
+        except Exception:
+            self._pending.pop(req_id, None)
+            raise
+        self._wakeup.set()
+        conf: ConfState = await self._await(fut, req_id, timeout, "membership change")
+        return conf
+
+    async def read_index(self, timeout: float | None = None) -> int:
+        """A linearizable read point: returns once this member has applied everything
+        committed before the call; read the state machine right after."""
+        self._check_alive()
+        ctx = f"{self.id:x}/{next(self._req_ids)}".encode()
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._reads[ctx] = fut
+        try:
+            self.raw.read_index(ctx)
+        except ProposalDroppedError:
+            self._reads.pop(ctx, None)
+            raise
+        self._wakeup.set()
+        deadline = time.monotonic() + (timeout or self.config.request_timeout)
+        try:
+            index = await asyncio.wait_for(fut, deadline - time.monotonic())
+        except TimeoutError:
+            self._reads.pop(ctx, None)
+            raise StoreTimeoutError(
+                f"{self._tag}: linearizable read timed out: the leader could not confirm it "
+                "still leads (no quorum?); retry, or use a serializable read"
+            ) from None
+        await self.wait_applied(index, max(0.0, deadline - time.monotonic()))
+        return index
+
+    async def wait_applied(self, index: int, timeout: float) -> None:
+        if self._applied >= index:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._apply_waiters.append((index, fut))
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise StoreTimeoutError(
+                f"{self._tag}: timed out waiting to apply index {index} (applied {self._applied})"
+            ) from None
+
+    def _release_apply_waiters(self) -> None:
+        keep = []
+        for index, fut in self._apply_waiters:
+            if fut.done():
+                continue
+            if self._applied >= index:
+                fut.set_result(None)
+            else:
+                keep.append((index, fut))
+        self._apply_waiters = keep
+
+    async def _await(
+        self, fut: asyncio.Future[Any], req_id: int, timeout: float | None, what: str
+    ) -> Any:
+        try:
+            return await asyncio.wait_for(fut, timeout or self.config.request_timeout)
+        except TimeoutError:
+            self._pending.pop(req_id, None)
+            self.proposals_failed += 1
+            raise StoreTimeoutError(
+                f"{self._tag}: {what} timed out after {timeout or self.config.request_timeout}s"
+                ": it may or may not have been applied (no quorum, or a leader change); check "
+                "the cluster with `endpoint status` and retry"
+            ) from None
+
+    async def transfer_leadership(self, to: int) -> None:
+        self.raw.transfer_leader(to)
+        self._wakeup.set()
+
+    def _fail_all(self, exc: BaseException) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        self._pending.clear()
+        for rfut in self._reads.values():
+            if not rfut.done():
+                rfut.set_exception(exc)
+        self._reads.clear()
+
+    # -- inspection ----------------------------------------------------------------
+
+    def status(self) -> NodeStatus:
+        st = self.raw.status()
+        return NodeStatus(
+            id=self.id,
+            name=self.config.name,
+            leader=st.soft_state.lead,
+            term=st.hard_state.term,
+            commit=st.hard_state.commit,
+            applied=self._applied,
+            role=st.soft_state.raft_state,
+            voters=self._conf.voters,
+            learners=self._conf.learners,
+            members=dict(self.members),
+        )
