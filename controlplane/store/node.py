@@ -292,8 +292,13 @@ class RaftNode:
         return self._raw
 
     async def _ticker(self) -> None:
+        # Ticks on a fixed schedule, not "interval after the last one": the election
+        # timeout is counted in ticks, and drift would stretch failover.
+        loop = asyncio.get_running_loop()
+        next_tick = loop.time()
         while True:
-            await asyncio.sleep(self.config.tick_interval)
+            next_tick += self.config.tick_interval
+            await asyncio.sleep(max(0.0, next_tick - loop.time()))
             self.raw.tick()
             self._wakeup.set()
 
