@@ -177,6 +177,14 @@ class LocalCluster:
             time.sleep(0.05)
         raise TimeoutError(f"no leader elected within {timeout}s; see the logs in {self.dir}")
 
+    def wait_serving(self, m: Member, timeout: float = 30.0) -> None:
+        """Wait until `m` answers on its client port (it may still be catching up)."""
+        deadline = time.monotonic() + timeout
+        while self.status(m) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{m.name} is not serving after {timeout}s; see its log")
+            time.sleep(0.05)
+
     def put(self, m: Member, key: str, value: str, timeout: float = 10.0) -> Any:
         return self.call(
             m,
@@ -185,8 +193,23 @@ class LocalCluster:
             timeout,
         )
 
-    def get(self, m: Member, key: str, serializable: bool = False) -> str | None:
-        out = self.call(m, "/v3/kv/range", {"key": _b64(key), "serializable": serializable})
+    def get(
+        self, m: Member, key: str, serializable: bool = False, retry_for: float = 10.0
+    ) -> str | None:
+        """Read `key` on `m`. Like etcd's client, retry "no leader" (503) and "timed out"
+        (504) answers for up to `retry_for` seconds: a member that just restarted or a
+        read caught in a leader change gets them before the cluster settles."""
+        deadline = time.monotonic() + retry_for
+        body = {"key": _b64(key), "serializable": serializable}
+        while True:
+            try:
+                out = self.call(m, "/v3/kv/range", body)
+                break
+            except requests.HTTPError as exc:
+                retriable = exc.response.status_code in (503, 504)
+                if not retriable or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         kvs = out.get("kvs")
         return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
 

@@ -365,7 +365,6 @@ class RaftNode:
             self._on_soft_state(rd.soft_state.lead, rd.soft_state.raft_state)
         if rd.snapshot is not None:
             self._install_snapshot(rd.snapshot)
-            self._storage.apply_snapshot(rd.snapshot)
         if rd.hard_state is not None:
             self._storage.set_hard_state(rd.hard_state)
         self._storage.append(rd.entries)

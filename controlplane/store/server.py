@@ -261,6 +261,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--heartbeat-interval", type=int, default=100, help="milliseconds")
     p.add_argument("--election-timeout", type=int, default=1000, help="milliseconds")
     p.add_argument("--snapshot-count", type=int, default=10_000)
+    p.add_argument(
+        "--experimental-snapshot-catchup-entries",
+        type=int,
+        default=5_000,
+        help="entries kept after a snapshot so slow followers get appends, not snapshots",
+    )
     p.add_argument("--cert-file", type=Path)
     p.add_argument("--key-file", type=Path)
     p.add_argument("--trusted-ca-file", type=Path)
@@ -315,6 +321,7 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
         tick_interval=args.heartbeat_interval / 1000,
         election_ticks=max(2, args.election_timeout // args.heartbeat_interval),
         snapshot_count=args.snapshot_count,
+        catch_up_entries=args.experimental_snapshot_catchup_entries,
         cluster_token=args.initial_cluster_token,
     )
 

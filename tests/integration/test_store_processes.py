@@ -108,6 +108,7 @@ def test_kill_leader_and_followers_under_load_loses_no_acknowledged_write(
     # Two members down: the survivor has no quorum. A write fails with an error in
     # bounded time instead of hanging.
     lone = cluster.members[0]
+    cluster.wait_serving(lone)
     for m in cluster.members[1:]:
         cluster.kill(m)
     started = time.monotonic()
@@ -120,6 +121,8 @@ def test_kill_leader_and_followers_under_load_loses_no_acknowledged_write(
     # Everyone back: every acknowledged write is there, on every member.
     for m in cluster.members[1:]:
         cluster.start(m)
+    for m in cluster.members:
+        cluster.wait_serving(m)
     cluster.wait_leader(timeout=30)
     assert len(writers.acked) > 40
     for m in cluster.members:
@@ -144,3 +147,34 @@ def test_member_with_corrupted_wal_refuses_to_start_and_names_the_file(
     assert proc.returncode != 0
     assert wal.name in proc.stderr and "offset" in proc.stderr
     assert "remove" in proc.stderr or "restore" in proc.stderr
+
+
+def test_lagging_follower_catches_up_from_a_snapshot_and_restarts_from_it(
+    tmp_path: Path,
+) -> None:
+    snapshotting = ["--snapshot-count", "20", "--experimental-snapshot-catchup-entries", "5"]
+    cluster = LocalCluster(tmp_path / "lab", 3, extra_args=snapshotting)
+    cluster.start_all()
+    try:
+        lead = cluster.wait_leader()
+        follower = next(m for m in cluster.members if m is not lead)
+        cluster.kill(follower)
+        for i in range(120):  # several snapshots; the entries it misses are compacted
+            cluster.put(lead, f"k{i}", f"v{i}")
+        cluster.start(follower)
+        cluster.wait_serving(follower)
+        deadline = time.monotonic() + 30
+        while cluster.get(follower, "k119", serializable=True) != "v119":
+            assert time.monotonic() < deadline, "the follower never caught up"
+            time.sleep(0.1)
+        leader_log = (cluster.dir / f"{lead.name}.log").read_text()
+        assert "sending snapshot" in leader_log
+        # It restarts from its own snapshot plus the WAL after it.
+        cluster.kill(follower)
+        cluster.start(follower)
+        cluster.wait_serving(follower)
+        assert all(cluster.get(follower, f"k{i}") == f"v{i}" for i in range(120))
+        snaps = list((cluster.dir / follower.name / "member" / "snap").glob("*.snap"))
+        assert snaps, "the follower saved no snapshot"
+    finally:
+        cluster.stop_all()
