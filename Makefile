@@ -17,7 +17,21 @@ help:
 	@echo "make soak      long deterministic-simulation soak (many more seeds)"
 	@echo "make bench     run the benchmarks in bench/ and print their figures"
 
-$(STAMP): pyproject.toml
+# Real etcd 3.4 (Debian's etcd-server) is the store's oracle in differential tests and
+# its peer in benchmarks.
+SYSTEM_STAMP := $(VENV)/.system-packages
+
+$(SYSTEM_STAMP):
+	@mkdir -p $(VENV)
+	@if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then \
+	  echo "==> installing Debian packages: etcd-server etcd-client"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "need root for apt-get (or install etcd-server etcd-client)"; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null; \
+	fi
+	@etcd --version | head -1
+	@touch $@
+
+$(STAMP): pyproject.toml $(SYSTEM_STAMP)
 	@echo "==> [1/2] creating virtualenv $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "==> [2/2] installing kubelab and its development dependencies"
