@@ -1,0 +1,1187 @@
+"""The MVCC key-value state machine: etcd v3's data model, replicated by our Raft log.
+
+This is what the store's Raft log is for. Every member applies the same commands in the
+same order, so `MVCCStore` is deliberately pure: no I/O, no clock, no randomness, no
+iteration over unordered containers that could reach a result. Anything that needs time
+(lease expiry) or choice (lease ids) is decided by the leader *before* proposing and
+arrives here inside the command.
+
+The semantics are etcd 3.4's, down to its quirks, because the apiserver and etcdctl are
+the clients: revisions, versions, range options, txn compares and branches, leases,
+compaction and the error codes and messages. Where etcd's behaviour was not obvious it
+was checked against a real etcd 3.4.23 and the answer is noted next to the code.
+
+Data layout (all in memory):
+
+* `_keys`: a sorted list of every key that still has history, so a range is two bisects
+  and a slice;
+* `_hist[key]`: that key's revisions in order, as `KeyValue` records. A deletion is a
+  tombstone record (version 0, empty value, create revision 0), which is also exactly the
+  `kv` etcd puts in a DELETE event;
+* `_log`: the events of every revision still retained, for watches. Events share their
+  `KeyValue` objects with `_hist`, so the log costs little more than the references.
+
+Compaction at C keeps, per key, every record from C on plus the newest record before C
+if it is live (the value a read at C sees, and the prev_kv of an event at C); keys whose
+newest record before C is a tombstone and that have nothing after it disappear.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import operator
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+import msgpack
+
+log = logging.getLogger(__name__)
+
+# etcd's default --max-txn-ops: each of a txn's compare/success/failure lists may hold this many.
+MAX_TXN_OPS = 128
+# etcd's lease.MaxLeaseTTL (about 285 years); a larger grant is refused.
+MAX_LEASE_TTL = 9_000_000_000
+# etcd raises shorter grants to ceil(1.5 * election timeout); 2 s with its default 1 s.
+DEFAULT_MIN_LEASE_TTL = 2
+
+# gRPC status codes, as etcd's JSON gateway reports them in "code".
+GRPC_UNKNOWN = 2
+GRPC_INVALID_ARGUMENT = 3
+GRPC_NOT_FOUND = 5
+GRPC_FAILED_PRECONDITION = 9
+GRPC_OUT_OF_RANGE = 11
+GRPC_INTERNAL = 13
+
+# etcd's messages for InvalidArgument errors, verbatim (clients match on them).
+ERR_EMPTY_KEY = "etcdserver: key is not provided"
+ERR_KEY_NOT_FOUND = "etcdserver: key not found"
+ERR_VALUE_PROVIDED = "etcdserver: value is provided"
+ERR_LEASE_PROVIDED = "etcdserver: lease is provided"
+ERR_TOO_MANY_OPS = "etcdserver: too many operations in txn request"
+ERR_DUPLICATE_KEY = "etcdserver: duplicate key given in txn request"
+
+# Rough per-revision cost beyond key and value bytes: etcd stores each revision under a
+# 17-byte revision key with the KeyValue protobuf's integer fields around the payload.
+_RECORD_OVERHEAD = 48
+
+
+# -- errors --------------------------------------------------------------------------
+
+
+class MVCCError(Exception):
+    """A request the store refused. `grpc_code` and `message` are what etcd would answer."""
+
+    grpc_code = GRPC_UNKNOWN
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequestError(MVCCError):
+    """A malformed request or one that contradicts the data (etcd's InvalidArgument)."""
+
+    grpc_code = GRPC_INVALID_ARGUMENT
+
+
+class CompactedError(MVCCError):
+    """The revision asked for is before the compaction point (watchers: cancel with it)."""
+
+    grpc_code = GRPC_OUT_OF_RANGE
+
+    def __init__(self, compact_revision: int) -> None:
+        super().__init__("etcdserver: mvcc: required revision has been compacted")
+        self.compact_revision = compact_revision
+
+
+class FutureRevisionError(MVCCError):
+    grpc_code = GRPC_OUT_OF_RANGE
+
+    def __init__(self) -> None:
+        super().__init__("etcdserver: mvcc: required revision is a future revision")
+
+
+class LeaseNotFoundError(MVCCError):
+    grpc_code = GRPC_NOT_FOUND
+
+    def __init__(self) -> None:
+        super().__init__("etcdserver: requested lease not found")
+
+
+class LeaseExistsError(MVCCError):
+    grpc_code = GRPC_FAILED_PRECONDITION
+
+    def __init__(self) -> None:
+        super().__init__("etcdserver: lease already exists")
+
+
+class LeaseTTLTooLargeError(MVCCError):
+    grpc_code = GRPC_OUT_OF_RANGE
+
+    def __init__(self) -> None:
+        super().__init__("etcdserver: too large lease TTL")
+
+
+class CorruptDataError(MVCCError):
+    """A command or snapshot this module did not produce: a bug or corruption, not a client
+    error (the WAL and snapshot files have their own checksums)."""
+
+    grpc_code = GRPC_INTERNAL
+
+
+# -- values --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    key: bytes
+    create_revision: int
+    mod_revision: int
+    version: int
+    value: bytes
+    lease: int = 0
+
+
+class EventType(enum.IntEnum):
+    PUT = 0
+    DELETE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One change. For a DELETE, `kv` is the tombstone: key and mod_revision, rest zero."""
+
+    type: EventType
+    kv: KeyValue
+    prev_kv: KeyValue | None = None
+
+
+@dataclass(slots=True)
+class Lease:
+    """A granted lease and the live keys attached to it (kept in sync by the store)."""
+
+    id: int
+    ttl: int
+    keys: set[bytes] = field(default_factory=set)
+
+
+# -- requests ------------------------------------------------------------------------
+
+
+class SortOrder(enum.IntEnum):
+    NONE = 0
+    ASCEND = 1
+    DESCEND = 2
+
+
+class SortTarget(enum.IntEnum):
+    KEY = 0
+    VERSION = 1
+    CREATE = 2
+    MOD = 3
+    VALUE = 4
+
+
+class CompareResult(enum.IntEnum):
+    EQUAL = 0
+    GREATER = 1
+    LESS = 2
+    NOT_EQUAL = 3
+
+
+class CompareTarget(enum.IntEnum):
+    VERSION = 0
+    CREATE = 1
+    MOD = 2
+    VALUE = 3
+    LEASE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class RangeRequest:
+    """etcd's RangeRequest. range_end: b"" one key, b"\\0" every key >= key, else [key, end)."""
+
+    key: bytes
+    range_end: bytes = b""
+    limit: int = 0
+    revision: int = 0
+    keys_only: bool = False
+    count_only: bool = False
+    sort_order: SortOrder = SortOrder.NONE
+    sort_target: SortTarget = SortTarget.KEY
+    min_mod_revision: int = 0
+    max_mod_revision: int = 0
+    min_create_revision: int = 0
+    max_create_revision: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PutRequest:
+    key: bytes
+    value: bytes = b""
+    lease: int = 0
+    prev_kv: bool = False
+    ignore_value: bool = False
+    ignore_lease: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRangeRequest:
+    key: bytes
+    range_end: bytes = b""
+    prev_kv: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    """A txn guard on one key or a range of keys (then it must hold for every live key).
+
+    `value` is bytes for the VALUE target and an int for the others; etcd's protobuf keeps
+    it in a oneof, which a Python union cannot tie to the target, hence the check here.
+    """
+
+    result: CompareResult
+    target: CompareTarget
+    key: bytes
+    value: int | bytes
+    range_end: bytes = b""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bytes) != (self.target is CompareTarget.VALUE):
+            raise TypeError(
+                f"a {self.target.name} compare takes "
+                f"{'bytes' if self.target is CompareTarget.VALUE else 'an int'}, "
+                f"not {type(self.value).__name__}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRequest:
+    compare: list[Compare] = field(default_factory=list)
+    success: list[RequestOp] = field(default_factory=list)
+    failure: list[RequestOp] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRequest:
+    """`physical` is accepted for etcd parity; compaction here is always complete on return."""
+
+    revision: int
+    physical: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGrantRequest:
+    """The server picks `id` before proposing (etcd picks a random one; we must not)."""
+
+    id: int
+    ttl: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRevokeRequest:
+    id: int
+
+
+RequestOp: TypeAlias = RangeRequest | PutRequest | DeleteRangeRequest | TxnRequest
+Request: TypeAlias = RequestOp | CompactionRequest | LeaseGrantRequest | LeaseRevokeRequest
+
+
+# -- responses -----------------------------------------------------------------------
+# `revision` is what etcd puts in the response header: the store revision after the
+# request. In a txn each op's response carries the revision as of that op (the txn's new
+# revision once it has written something), and a nested txn's response carries 0: etcd
+# 3.4 leaves that header empty.
+
+
+@dataclass(frozen=True, slots=True)
+class RangeResponse:
+    kvs: list[KeyValue]
+    more: bool
+    count: int
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutResponse:
+    prev_kv: KeyValue | None
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRangeResponse:
+    deleted: int
+    prev_kvs: list[KeyValue]
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnResponse:
+    succeeded: bool
+    responses: list[ResponseOp]
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResponse:
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGrantResponse:
+    id: int
+    ttl: int
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRevokeResponse:
+    revision: int
+
+
+ResponseOp: TypeAlias = RangeResponse | PutResponse | DeleteRangeResponse | TxnResponse
+Response: TypeAlias = ResponseOp | CompactionResponse | LeaseGrantResponse | LeaseRevokeResponse
+
+
+# -- request validation --------------------------------------------------------------
+
+
+def check_request(req: Request) -> None:
+    """Reject what etcd's gRPC layer rejects before proposing; raises InvalidRequestError.
+
+    The server can call this before proposing to spare a Raft round trip; `apply` calls it
+    too, so a request that skipped it still fails the same way on every member.
+    """
+    match req:
+        case RangeRequest() | DeleteRangeRequest():
+            _require_key(req.key)
+        case PutRequest():
+            _check_put_request(req)
+        case TxnRequest():
+            _check_txn_request(req)
+            # Overlaps are looked for in each top-level branch separately: only one runs.
+            _txn_writes(req.success)
+            _txn_writes(req.failure)
+        case CompactionRequest() | LeaseGrantRequest() | LeaseRevokeRequest():
+            pass
+
+
+def is_read_only(req: TxnRequest) -> bool:
+    """True when no branch at any depth writes: etcd serves such a txn without Raft."""
+    return all(
+        isinstance(op, RangeRequest) or (isinstance(op, TxnRequest) and is_read_only(op))
+        for op in (*req.success, *req.failure)
+    )
+
+
+def _require_key(key: bytes) -> None:
+    if not key:
+        raise InvalidRequestError(ERR_EMPTY_KEY)
+
+
+def _check_put_request(req: PutRequest) -> None:
+    _require_key(req.key)
+    if req.ignore_value and req.value:
+        raise InvalidRequestError(ERR_VALUE_PROVIDED)
+    if req.ignore_lease and req.lease:
+        raise InvalidRequestError(ERR_LEASE_PROVIDED)
+
+
+def _check_txn_request(req: TxnRequest) -> None:
+    if max(len(req.compare), len(req.success), len(req.failure)) > MAX_TXN_OPS:
+        raise InvalidRequestError(ERR_TOO_MANY_OPS)
+    for c in req.compare:
+        _require_key(c.key)
+    for op in (*req.success, *req.failure):
+        match op:
+            case RangeRequest() | DeleteRangeRequest():
+                _require_key(op.key)
+            case PutRequest():
+                _check_put_request(op)
+            case TxnRequest():
+                _check_txn_request(op)
+
+
+def _txn_writes(ops: list[RequestOp]) -> tuple[set[bytes], list[tuple[bytes, bytes]]]:
+    """The keys `ops` may put and the ranges they may delete; raises on a conflict.
+
+    etcd refuses a txn in which a key is put twice or put inside a deleted range, because
+    the outcome would depend on op order. Its rules, reproduced here:
+
+    * the two branches of a nested txn may put the same key (only one runs);
+    * a put conflicts with earlier nested txns' puts and with every delete at its own
+      level or in earlier nested txns, but a nested txn's puts are not checked against
+      deletes in nested txns *after* it, and deletes never conflict with each other;
+    * the delete ranges are tested as plain intervals [key, range_end), so a delete with
+      range_end b"\\0" ("every key from key on") conflicts with nothing. Checked against
+      etcd 3.4: a txn deleting [t1, "\\0") and putting t1 is accepted and does both.
+    """
+    deletes = [(op.key, op.range_end) for op in ops if isinstance(op, DeleteRangeRequest)]
+    puts: set[bytes] = set()
+    for op in ops:
+        if not isinstance(op, TxnRequest):
+            continue
+        then_puts, then_deletes = _txn_writes(op.success)
+        else_puts, else_deletes = _txn_writes(op.failure)
+        for key in (*then_puts, *else_puts):
+            if key in puts or _overlaps_delete(key, deletes):
+                raise InvalidRequestError(ERR_DUPLICATE_KEY)
+        puts |= then_puts | else_puts
+        deletes += then_deletes + else_deletes
+    for op in ops:
+        if isinstance(op, PutRequest):
+            if op.key in puts or _overlaps_delete(op.key, deletes):
+                raise InvalidRequestError(ERR_DUPLICATE_KEY)
+            puts.add(op.key)
+    return puts, deletes
+
+
+def _overlaps_delete(key: bytes, deletes: list[tuple[bytes, bytes]]) -> bool:
+    return any(key == start if not end else start <= key < end for start, end in deletes)
+
+
+def _in_range(key: bytes, start: bytes, end: bytes) -> bool:
+    """Whether `key` is in the range a request names (etcd's range_end convention)."""
+    if not end:
+        return key == start
+    return start <= key and (end == b"\0" or key < end)
+
+
+# -- the store -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A txn with every compare already decided: the branch taken, nested txns resolved."""
+
+    succeeded: bool
+    steps: list[RangeRequest | PutRequest | DeleteRangeRequest | _Plan]
+
+    def flat(self) -> Iterator[RangeRequest | PutRequest | DeleteRangeRequest]:
+        """The ops that will run, in the order they will run."""
+        for step in self.steps:
+            if isinstance(step, _Plan):
+                yield from step.flat()
+            else:
+                yield step
+
+
+_mod_revision = operator.attrgetter("mod_revision")
+
+_SORT_KEYS: dict[SortTarget, Callable[[KeyValue], Any]] = {
+    SortTarget.VERSION: operator.attrgetter("version"),
+    SortTarget.CREATE: operator.attrgetter("create_revision"),
+    SortTarget.MOD: operator.attrgetter("mod_revision"),
+    SortTarget.VALUE: operator.attrgetter("value"),
+}
+
+_INT_TARGETS: dict[CompareTarget, Callable[[KeyValue], int]] = {
+    CompareTarget.VERSION: operator.attrgetter("version"),
+    CompareTarget.CREATE: operator.attrgetter("create_revision"),
+    CompareTarget.MOD: operator.attrgetter("mod_revision"),
+    CompareTarget.LEASE: operator.attrgetter("lease"),
+}
+
+Listener: TypeAlias = Callable[[int, list[Event]], None]
+
+
+class MVCCStore:
+    """etcd v3's MVCC store as a deterministic Raft state machine.
+
+    Writes (put, delete range, txn, compaction, lease grant and revoke) arrive through
+    `apply` as commands built by `encode_command`; reads are served locally by `range`
+    and `read_txn`, and watchers use `events` and `subscribe`.
+    """
+
+    def __init__(self, min_lease_ttl: int = DEFAULT_MIN_LEASE_TTL) -> None:
+        # Configuration, like etcd's: every member must be started with the same value.
+        self._min_lease_ttl = min_lease_ttl
+        self._listeners: list[Listener] = []
+        self._reset()
+
+    def _reset(self) -> None:
+        self._rev = 1  # etcd: an empty store is at revision 1
+        # etcd's compactMainRev starts at -1, which is why compacting at 0 succeeds once.
+        self._compact_rev = -1
+        self._keys: list[bytes] = []
+        self._hist: dict[bytes, list[KeyValue]] = {}
+        self._log_revs: list[int] = []
+        self._log: list[tuple[Event, ...]] = []
+        self._leases: dict[int, Lease] = {}
+        self._size = 0
+        # Events of the write in progress; they all get revision self._rev + 1.
+        self._pending: list[Event] = []
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def revision(self) -> int:
+        return self._rev
+
+    @property
+    def compact_revision(self) -> int:
+        """The revision of the last compaction (0 before the first one)."""
+        return max(self._compact_rev, 0)
+
+    @property
+    def leases(self) -> Mapping[int, Lease]:
+        """Granted leases by id; a read-only view, do not mutate the `Lease`s either."""
+        return MappingProxyType(self._leases)
+
+    def lease_ids(self) -> list[int]:
+        return sorted(self._leases)
+
+    def lease_keys(self, lease_id: int) -> list[bytes]:
+        lease = self._leases.get(lease_id)
+        if lease is None:
+            raise LeaseNotFoundError()
+        return sorted(lease.keys)
+
+    def size_bytes(self) -> int:
+        """Approximate bytes of live data and retained history (for the space quota)."""
+        return self._size
+
+    # -- the state machine ----------------------------------------------------------
+
+    def apply(self, index: int, command: bytes) -> Response:
+        """Execute a committed command; the response (or the exception) goes to the proposer.
+
+        An exception leaves the store untouched: every check runs before the first change.
+        """
+        req = _decode_command(command, index)
+        check_request(req)
+        match req:
+            case RangeRequest():
+                return self.range(req)
+            case PutRequest():
+                # etcd checks a plain put's lease before the key's existence, and a put
+                # inside a txn the other way round (verified against etcd 3.4).
+                self._check_put(req, lease_first=True)
+                put_resp = self._put(req)
+                self._commit()
+                return put_resp
+            case DeleteRangeRequest():
+                delete_resp = self._delete_range(req)
+                self._commit()
+                return delete_resp
+            case TxnRequest():
+                return self._txn(req)
+            case CompactionRequest():
+                self._compact(req.revision)
+                return CompactionResponse(self._rev)
+            case LeaseGrantRequest():
+                return self._grant(req)
+            case LeaseRevokeRequest():
+                self._revoke(req.id)
+                return LeaseRevokeResponse(self._rev)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def range(self, req: RangeRequest) -> RangeResponse:
+        """Serve a range locally (the server has already established linearizability)."""
+        check_request(req)
+        self._check_read_revision(req.revision)
+        return self._range(req, self._rev)
+
+    def read_txn(self, req: TxnRequest) -> TxnResponse:
+        """Serve a txn without writes locally, as etcd does; refuses one that writes."""
+        check_request(req)
+        if not is_read_only(req):
+            raise InvalidRequestError("kubelab: read_txn given a txn that writes")
+        return self._txn(req)
+
+    def events(self, key: bytes, range_end: bytes, start_revision: int) -> list[Event]:
+        """Every retained event on key/range_end at or after `start_revision`, in order.
+
+        Raises CompactedError when `start_revision` is before the compaction point: etcd
+        cancels such a watch, reporting the compact revision. A watch from exactly the
+        compact revision is allowed and, unlike etcd's, complete: etcd drops a tombstone
+        at the compact revision once the compaction has run on disk, so its watch from
+        there misses that delete (verified with 3.4: the delete event is delivered only
+        if the watch starts before the background compaction finishes).
+        """
+        if start_revision < self._compact_rev:
+            raise CompactedError(self.compact_revision)
+        out: list[Event] = []
+        for events in self._log[bisect_left(self._log_revs, start_revision) :]:
+            out.extend(e for e in events if _in_range(e.kv.key, key, range_end))
+        return out
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call `listener(revision, events)` after each write revision; returns unsubscribe.
+
+        Listeners run inside `apply`, after the revision is complete, and must be quick.
+        An exception from one is logged and swallowed: the write has happened and must
+        still be reported to its proposer and to the other listeners.
+        """
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def _check_read_revision(self, revision: int) -> None:
+        if revision > self._rev:
+            raise FutureRevisionError()
+        # Reads at exactly the compact revision are allowed (etcd: rev < compactMainRev).
+        if 0 < revision < self._compact_rev:
+            raise CompactedError(self.compact_revision)
+
+    def _span(self, key: bytes, range_end: bytes) -> list[bytes]:
+        """Keys with history in the range; range_end < key is an empty range, as in etcd."""
+        if not range_end:
+            return [key] if key in self._hist else []
+        lo = bisect_left(self._keys, key)
+        if range_end == b"\0":
+            return self._keys[lo:]
+        return self._keys[lo : bisect_left(self._keys, range_end, lo)]
+
+    def _visible(self, key: bytes, revision: int) -> KeyValue | None:
+        """The key's live KeyValue as of `revision`, None if absent or deleted then."""
+        hist = self._hist[key]
+        kv = hist[-1]
+        if kv.mod_revision > revision:
+            i = bisect_right(hist, revision, key=_mod_revision)
+            if i == 0:
+                return None
+            kv = hist[i - 1]
+        return kv if kv.version else None
+
+    def _range(self, req: RangeRequest, current: int) -> RangeResponse:
+        """A range as seen at revision `current` (inside a txn: including its own writes).
+
+        The order of filtering, sorting and truncating is etcd's, checked against 3.4:
+        `count` is the number of keys in the range before the mod/create revision filters;
+        without a sort order the first limit+1 keys (in key order) are taken before the
+        filters, so with a non-KEY sort target and no order etcd sorts (ascending) only
+        those. Ties keep key order in both directions; so do etcd's for up to 12 keys,
+        beyond which Go's unstable sort leaves them in an order that depends on its version.
+        """
+        revision = req.revision if req.revision > 0 else current
+        kvs: list[KeyValue] = []
+        for key in self._span(req.key, req.range_end):
+            kv = self._visible(key, revision)
+            if kv is not None:
+                kvs.append(kv)
+        count = len(kvs)
+        if req.count_only:
+            return RangeResponse([], False, count, current)
+        filtered = bool(
+            req.min_mod_revision
+            or req.max_mod_revision
+            or req.min_create_revision
+            or req.max_create_revision
+        )
+        if req.limit > 0 and req.sort_order is SortOrder.NONE and not filtered:
+            kvs = kvs[: req.limit + 1]
+        if filtered:
+            kvs = [kv for kv in kvs if _passes_filters(req, kv)]
+        order = req.sort_order
+        if order is SortOrder.NONE and req.sort_target is not SortTarget.KEY:
+            order = SortOrder.ASCEND
+        if req.sort_target is SortTarget.KEY:
+            if order is SortOrder.DESCEND:
+                kvs.reverse()
+        elif order is not SortOrder.NONE:
+            kvs.sort(key=_SORT_KEYS[req.sort_target], reverse=order is SortOrder.DESCEND)
+        more = 0 < req.limit < len(kvs)
+        if more:
+            kvs = kvs[: req.limit]
+        if req.keys_only:
+            kvs = [replace(kv, value=b"") for kv in kvs]
+        return RangeResponse(kvs, more, count, current)
+
+    # -- writes ------------------------------------------------------------------------
+
+    def _view_revision(self) -> int:
+        """The revision a read sees mid-write: the new one once something has changed."""
+        return self._rev + 1 if self._pending else self._rev
+
+    def _append(self, kv: KeyValue) -> None:
+        hist = self._hist.get(kv.key)
+        if hist is None:
+            self._hist[kv.key] = [kv]
+            insort(self._keys, kv.key)
+        else:
+            hist.append(kv)
+        self._size += _record_size(kv)
+
+    def _check_put(self, req: PutRequest, *, lease_first: bool) -> None:
+        """The data-dependent checks of a put, made before anything changes."""
+        if lease_first:
+            self._check_lease(req.lease)
+        if (req.ignore_value or req.ignore_lease) and (
+            req.key not in self._hist or self._visible(req.key, self._rev) is None
+        ):
+            raise InvalidRequestError(ERR_KEY_NOT_FOUND)
+        if not lease_first:
+            self._check_lease(req.lease)
+
+    def _check_lease(self, lease_id: int) -> None:
+        if lease_id and lease_id not in self._leases:
+            raise LeaseNotFoundError()
+
+    def _put(self, req: PutRequest) -> PutResponse:
+        revision = self._rev + 1
+        hist = self._hist.get(req.key)
+        prev = hist[-1] if hist and hist[-1].version else None
+        value, lease = req.value, req.lease
+        if prev is None:
+            kv = KeyValue(req.key, revision, revision, 1, value, lease)
+        else:
+            if req.ignore_value:
+                value = prev.value
+            if req.ignore_lease:
+                lease = prev.lease
+            kv = KeyValue(req.key, prev.create_revision, revision, prev.version + 1, value, lease)
+            if prev.lease and prev.lease != lease:
+                self._leases[prev.lease].keys.discard(req.key)
+        if lease:
+            self._leases[lease].keys.add(req.key)
+        self._pending.append(_event(kv, hist or []))
+        self._append(kv)
+        return PutResponse(prev if req.prev_kv else None, revision)
+
+    def _delete_range(self, req: DeleteRangeRequest) -> DeleteRangeResponse:
+        deleted = [
+            prev
+            for key in self._span(req.key, req.range_end)
+            if (prev := self._delete_key(key)) is not None
+        ]
+        return DeleteRangeResponse(
+            len(deleted), deleted if req.prev_kv else [], self._view_revision()
+        )
+
+    def _delete_key(self, key: bytes) -> KeyValue | None:
+        """Tombstone `key` at the write's revision; returns what was deleted, if anything."""
+        hist = self._hist[key]
+        prev = hist[-1]
+        if not prev.version:
+            return None
+        tombstone = KeyValue(key, 0, self._rev + 1, 0, b"", 0)
+        if prev.lease:
+            self._leases[prev.lease].keys.discard(key)
+        self._pending.append(_event(tombstone, hist))
+        self._append(tombstone)
+        return prev
+
+    def _commit(self) -> None:
+        """Close the write: a new revision if anything changed, then tell the listeners."""
+        if not self._pending:
+            return
+        self._rev += 1
+        events = tuple(self._pending)
+        self._pending = []
+        self._log_revs.append(self._rev)
+        self._log.append(events)
+        for listener in tuple(self._listeners):
+            try:
+                listener(self._rev, list(events))
+            except Exception:
+                log.exception("mvcc listener %r failed at revision %d", listener, self._rev)
+
+    # -- txn ---------------------------------------------------------------------------
+
+    def _txn(self, req: TxnRequest) -> TxnResponse:
+        """Run a txn as etcd 3.4 does: decide, check, then execute at one revision.
+
+        All compares, nested txns' included, are evaluated first against the state before
+        the txn, so a nested compare does not see the outer txn's earlier writes (verified:
+        put n1=1 then a nested txn comparing n1 == "1" takes the failure branch on a store
+        without n1). The ops that will run are then checked (puts first, then the
+        revisions of ranges, as etcd orders them), and only then does anything change.
+
+        One check is ours: the conflict rules let a put follow a delete of [k, "\\0")
+        covering its key (see `_txn_writes`). etcd then finds an ignore_value or
+        ignore_lease put's key gone mid-txn and panics; we refuse such a txn up front
+        with etcd's "key not found", after etcd's own checks so that their errors win.
+        """
+        plan = self._plan(req)
+        ops = list(plan.flat())
+        for op in ops:
+            if isinstance(op, PutRequest):
+                self._check_put(op, lease_first=False)
+        for op in ops:
+            if isinstance(op, RangeRequest):
+                self._check_read_revision(op.revision)
+        deleted: list[tuple[bytes, bytes]] = []
+        for op in ops:
+            if isinstance(op, DeleteRangeRequest):
+                deleted.append((op.key, op.range_end))
+            elif (
+                isinstance(op, PutRequest)
+                and (op.ignore_value or op.ignore_lease)
+                and any(_in_range(op.key, start, end) for start, end in deleted)
+            ):
+                raise InvalidRequestError(ERR_KEY_NOT_FOUND)
+        responses = self._execute(plan)
+        self._commit()
+        return TxnResponse(plan.succeeded, responses, self._rev)
+
+    def _plan(self, req: TxnRequest) -> _Plan:
+        succeeded = all(self._compare(c) for c in req.compare)
+        return _Plan(
+            succeeded,
+            [
+                self._plan(op) if isinstance(op, TxnRequest) else op
+                for op in (req.success if succeeded else req.failure)
+            ],
+        )
+
+    def _compare(self, c: Compare) -> bool:
+        """A compare over its key or range at the current revision.
+
+        A missing key compares as create/mod/version/lease 0, but any VALUE compare on a
+        missing key (or an empty range) fails, even NOT_EQUAL (verified against etcd 3.4).
+        """
+        kvs = [
+            kv
+            for key in self._span(c.key, c.range_end)
+            if (kv := self._visible(key, self._rev)) is not None
+        ]
+        if not kvs:
+            return _compare_kv(c, None)
+        return all(_compare_kv(c, kv) for kv in kvs)
+
+    def _execute(self, plan: _Plan) -> list[ResponseOp]:
+        responses: list[ResponseOp] = []
+        for step in plan.steps:
+            match step:
+                case RangeRequest():
+                    responses.append(self._range(step, self._view_revision()))
+                case PutRequest():
+                    responses.append(self._put(step))
+                case DeleteRangeRequest():
+                    responses.append(self._delete_range(step))
+                case _Plan():
+                    responses.append(TxnResponse(step.succeeded, self._execute(step), 0))
+        return responses
+
+    # -- compaction and leases -------------------------------------------------------
+
+    def _compact(self, revision: int) -> None:
+        if revision <= self._compact_rev:
+            raise CompactedError(self.compact_revision)
+        if revision > self._rev:
+            raise FutureRevisionError()
+        self._compact_rev = revision
+        for key in self._keys:
+            hist = self._hist[key]
+            first_kept = bisect_left(hist, revision, key=_mod_revision)
+            if first_kept and hist[first_kept - 1].version:
+                first_kept -= 1  # the value a read at `revision` sees, or its prev_kv
+            if first_kept:
+                self._size -= sum(_record_size(kv) for kv in hist[:first_kept])
+                del hist[:first_kept]
+            if not hist:
+                del self._hist[key]
+        if len(self._hist) != len(self._keys):
+            self._keys = [key for key in self._keys if key in self._hist]
+        first_event = bisect_left(self._log_revs, revision)
+        del self._log_revs[:first_event]
+        del self._log[:first_event]
+
+    def _grant(self, req: LeaseGrantRequest) -> LeaseGrantResponse:
+        """Grant as etcd's lessor does: id 0 is "not found", the TTL is raised to the minimum.
+
+        Verified against etcd 3.4: TTL 0 and -5 are granted with TTL 2 (its minimum with
+        default timing), 9000000001 is refused with code 11, negative ids are accepted.
+        """
+        if req.id == 0:
+            raise LeaseNotFoundError()
+        if req.ttl > MAX_LEASE_TTL:
+            raise LeaseTTLTooLargeError()
+        if req.id in self._leases:
+            raise LeaseExistsError()
+        ttl = max(req.ttl, self._min_lease_ttl)
+        self._leases[req.id] = Lease(req.id, ttl)
+        return LeaseGrantResponse(req.id, ttl, self._rev)
+
+    def _revoke(self, lease_id: int) -> None:
+        """Delete the lease's keys in one revision, in key order (as etcd's lessor does)."""
+        lease = self._leases.get(lease_id)
+        if lease is None:
+            raise LeaseNotFoundError()
+        for key in sorted(lease.keys):
+            self._delete_key(key)
+        del self._leases[lease_id]
+        self._commit()
+
+    # -- snapshots ---------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The whole state: retained history, leases, revision and compaction point.
+
+        Every retained record is either one of the records kept from before the compact
+        revision (at most one per key) or the `kv` of a logged event, so the image lists
+        those two groups and `restore` rebuilds history, event log and prev_kvs by
+        replaying the log. Lease membership is derived from the live keys' lease ids.
+        """
+        base = [
+            _record_wire(kv)
+            for key in self._keys
+            for kv in self._hist[key]
+            if kv.mod_revision < self._compact_rev
+        ]
+        revisions = [[_record_wire(e.kv) for e in events] for events in self._log]
+        leases = [[lease_id, lease.ttl] for lease_id, lease in sorted(self._leases.items())]
+        return _pack([_SNAPSHOT_FORMAT, self._rev, self._compact_rev, base, revisions, leases])
+
+    def restore(self, data: bytes) -> None:
+        """Replace the state with a snapshot's.
+
+        Listeners stay subscribed and are not told: the watch hub must resynchronise its
+        watchers from `events`. A corrupt image raises CorruptDataError and leaves the
+        store empty rather than half restored.
+        """
+        try:
+            fmt, rev, compact_rev, base, revisions, leases = msgpack.unpackb(data, raw=False)
+            if fmt != _SNAPSHOT_FORMAT:
+                raise ValueError(f"unknown snapshot format {fmt!r}")
+            self._reset()
+            self._rev, self._compact_rev = int(rev), int(compact_rev)
+            self._leases = {int(i): Lease(int(i), int(ttl)) for i, ttl in leases}
+            for row in base:
+                kv = _record_unwire(row)
+                self._hist[kv.key] = [kv]
+                self._size += _record_size(kv)
+            for rows in revisions:
+                events = []
+                for row in rows:
+                    kv = _record_unwire(row)
+                    hist = self._hist.setdefault(kv.key, [])
+                    events.append(_event(kv, hist))
+                    hist.append(kv)
+                    self._size += _record_size(kv)
+                self._log_revs.append(events[0].kv.mod_revision)
+                self._log.append(tuple(events))
+            self._keys = sorted(self._hist)
+            for key, hist in self._hist.items():
+                if hist[-1].lease and hist[-1].version:
+                    self._leases[hist[-1].lease].keys.add(key)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            self._reset()
+            raise CorruptDataError(f"undecodable MVCC snapshot: {exc}") from exc
+
+
+def _passes_filters(req: RangeRequest, kv: KeyValue) -> bool:
+    return not (
+        (req.min_mod_revision and kv.mod_revision < req.min_mod_revision)
+        or (req.max_mod_revision and kv.mod_revision > req.max_mod_revision)
+        or (req.min_create_revision and kv.create_revision < req.min_create_revision)
+        or (req.max_create_revision and kv.create_revision > req.max_create_revision)
+    )
+
+
+def _compare_kv(c: Compare, kv: KeyValue | None) -> bool:
+    """One key against a compare; None is a missing key (zeros, for the int targets)."""
+    if isinstance(c.value, bytes):
+        if kv is None:
+            return False  # etcd: a missing value cannot be told from b"", so never matches
+        diff = (kv.value > c.value) - (kv.value < c.value)
+    else:
+        mine = _INT_TARGETS[c.target](kv) if kv is not None else 0
+        diff = (mine > c.value) - (mine < c.value)
+    match c.result:
+        case CompareResult.EQUAL:
+            return diff == 0
+        case CompareResult.GREATER:
+            return diff > 0
+        case CompareResult.LESS:
+            return diff < 0
+        case CompareResult.NOT_EQUAL:
+            return diff != 0
+
+
+def _event(kv: KeyValue, hist: list[KeyValue]) -> Event:
+    """The event for the new record `kv`, given the key's history before it.
+
+    prev_kv follows etcd's watch: none for a create (create == mod revision), else the
+    key's value at mod_revision - 1. That differs from "the value just before this op"
+    only when one txn writes a key twice (the conflict rules allow a few such txns, see
+    `_txn_writes`): a put after a delete of the key is a create, without prev_kv, and a
+    delete after a put reports the value from before the txn (both verified against etcd
+    3.4), while the delete response's prev_kvs holds the value the txn put.
+    """
+    prev = None
+    if kv.create_revision != kv.mod_revision:
+        for old in reversed(hist):
+            if old.mod_revision < kv.mod_revision:
+                prev = old if old.version else None
+                break
+    return Event(EventType.PUT if kv.version else EventType.DELETE, kv, prev)
+
+
+def _record_size(kv: KeyValue) -> int:
+    return len(kv.key) + len(kv.value) + _RECORD_OVERHEAD
+
+
+# -- commands ------------------------------------------------------------------------
+# A command is a msgpack array: a tag, then the request's fields in declaration order.
+# Enums travel as their etcd numbers, nested requests as nested arrays.
+
+_SNAPSHOT_FORMAT = 1
+
+
+def encode_command(req: Request) -> bytes:
+    """The bytes to propose for `req`; `MVCCStore.apply` decodes them."""
+    return _pack(_request_wire(req))
+
+
+def _pack(obj: Any) -> bytes:
+    data: bytes = msgpack.packb(obj, use_bin_type=True)
+    return data
+
+
+def _request_wire(req: Request) -> list[Any]:
+    match req:
+        case RangeRequest():
+            return [
+                "range",
+                req.key,
+                req.range_end,
+                req.limit,
+                req.revision,
+                req.keys_only,
+                req.count_only,
+                int(req.sort_order),
+                int(req.sort_target),
+                req.min_mod_revision,
+                req.max_mod_revision,
+                req.min_create_revision,
+                req.max_create_revision,
+            ]
+        case PutRequest():
+            return [
+                "put",
+                req.key,
+                req.value,
+                req.lease,
+                req.prev_kv,
+                req.ignore_value,
+                req.ignore_lease,
+            ]
+        case DeleteRangeRequest():
+            return ["delete", req.key, req.range_end, req.prev_kv]
+        case TxnRequest():
+            return [
+                "txn",
+                [[int(c.result), int(c.target), c.key, c.value, c.range_end] for c in req.compare],
+                [_request_wire(op) for op in req.success],
+                [_request_wire(op) for op in req.failure],
+            ]
+        case CompactionRequest():
+            return ["compact", req.revision, req.physical]
+        case LeaseGrantRequest():
+            return ["grant", req.id, req.ttl]
+        case LeaseRevokeRequest():
+            return ["revoke", req.id]
+
+
+def _decode_command(command: bytes, index: int) -> Request:
+    try:
+        return _request_unwire(msgpack.unpackb(command, raw=False))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CorruptDataError(f"undecodable MVCC command at index {index}: {exc}") from exc
+
+
+def _request_unwire(obj: Any) -> Request:
+    tag, *f = obj
+    match tag:
+        case "range":
+            key, end, limit, rev, keys_only, count_only, order, target, *filters = f
+            min_mod, max_mod, min_create, max_create = filters
+            return RangeRequest(
+                _bytes(key),
+                _bytes(end),
+                _int(limit),
+                _int(rev),
+                _bool(keys_only),
+                _bool(count_only),
+                SortOrder(order),
+                SortTarget(target),
+                _int(min_mod),
+                _int(max_mod),
+                _int(min_create),
+                _int(max_create),
+            )
+        case "put":
+            key, value, lease, prev_kv, ignore_value, ignore_lease = f
+            return PutRequest(
+                _bytes(key),
+                _bytes(value),
+                _int(lease),
+                _bool(prev_kv),
+                _bool(ignore_value),
+                _bool(ignore_lease),
+            )
+        case "delete":
+            key, end, prev_kv = f
+            return DeleteRangeRequest(_bytes(key), _bytes(end), _bool(prev_kv))
+        case "txn":
+            compares, success, failure = f
+            return TxnRequest(
+                [_compare_unwire(c) for c in compares],
+                [_op_unwire(op) for op in success],
+                [_op_unwire(op) for op in failure],
+            )
+        case "compact":
+            revision, physical = f
+            return CompactionRequest(_int(revision), _bool(physical))
+        case "grant":
+            lease_id, ttl = f
+            return LeaseGrantRequest(_int(lease_id), _int(ttl))
+        case "revoke":
+            (lease_id,) = f
+            return LeaseRevokeRequest(_int(lease_id))
+    raise ValueError(f"unknown command {tag!r}")
+
+
+def _op_unwire(obj: Any) -> RequestOp:
+    op = _request_unwire(obj)
+    if not isinstance(op, RangeRequest | PutRequest | DeleteRangeRequest | TxnRequest):
+        raise ValueError(f"{type(op).__name__} cannot be part of a txn")
+    return op
+
+
+def _compare_unwire(obj: Any) -> Compare:
+    result, target, key, value, range_end = obj
+    if not isinstance(value, int | bytes):
+        raise TypeError(f"compare value {value!r}")
+    return Compare(
+        CompareResult(result), CompareTarget(target), _bytes(key), value, _bytes(range_end)
+    )
+
+
+def _record_wire(kv: KeyValue) -> list[Any]:
+    return [kv.key, kv.create_revision, kv.mod_revision, kv.version, kv.value, kv.lease]
+
+
+def _record_unwire(row: Any) -> KeyValue:
+    key, create, mod, version, value, lease = row
+    return KeyValue(_bytes(key), _int(create), _int(mod), _int(version), _bytes(value), _int(lease))
+
+
+def _bytes(v: Any) -> bytes:
+    if not isinstance(v, bytes):
+        raise TypeError(f"expected bytes, got {type(v).__name__}")
+    return v
+
+
+def _int(v: Any) -> int:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeError(f"expected an int, got {type(v).__name__}")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"expected a bool, got {type(v).__name__}")
+    return v
