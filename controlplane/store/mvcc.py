@@ -173,6 +173,12 @@ class Lease:
 # -- requests ------------------------------------------------------------------------
 
 
+class LeaseEvent(enum.Enum):
+    GRANTED = "granted"
+    RENEWED = "renewed"
+    REVOKED = "revoked"
+
+
 class SortOrder(enum.IntEnum):
     NONE = 0
     ASCEND = 1
@@ -288,8 +294,18 @@ class LeaseRevokeRequest:
     id: int
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseKeepAliveRequest:
+    """A keep-alive, replicated so that every member (the next leader included) hears of
+    it; the store only checks the lease exists. See `controlplane.store.lessor`."""
+
+    id: int
+
+
 RequestOp: TypeAlias = RangeRequest | PutRequest | DeleteRangeRequest | TxnRequest
-Request: TypeAlias = RequestOp | CompactionRequest | LeaseGrantRequest | LeaseRevokeRequest
+Request: TypeAlias = (
+    RequestOp | CompactionRequest | LeaseGrantRequest | LeaseRevokeRequest | LeaseKeepAliveRequest
+)
 
 
 # -- responses -----------------------------------------------------------------------
@@ -344,8 +360,21 @@ class LeaseRevokeResponse:
     revision: int
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseKeepAliveResponse:
+    id: int
+    ttl: int
+    revision: int
+
+
 ResponseOp: TypeAlias = RangeResponse | PutResponse | DeleteRangeResponse | TxnResponse
-Response: TypeAlias = ResponseOp | CompactionResponse | LeaseGrantResponse | LeaseRevokeResponse
+Response: TypeAlias = (
+    ResponseOp
+    | CompactionResponse
+    | LeaseGrantResponse
+    | LeaseRevokeResponse
+    | LeaseKeepAliveResponse
+)
 
 
 # -- request validation --------------------------------------------------------------
@@ -367,7 +396,12 @@ def check_request(req: Request) -> None:
             # Overlaps are looked for in each top-level branch separately: only one runs.
             _txn_writes(req.success)
             _txn_writes(req.failure)
-        case CompactionRequest() | LeaseGrantRequest() | LeaseRevokeRequest():
+        case (
+            CompactionRequest()
+            | LeaseGrantRequest()
+            | LeaseRevokeRequest()
+            | LeaseKeepAliveRequest()
+        ):
             pass
 
 
@@ -502,6 +536,8 @@ class MVCCStore:
         # Configuration, like etcd's: every member must be started with the same value.
         self._min_lease_ttl = min_lease_ttl
         self._listeners: list[Listener] = []
+        # Told of every applied grant, keep-alive and revoke (the lessor's deadlines).
+        self.lease_listener: Callable[[LeaseEvent, int, int], None] | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -575,10 +611,19 @@ class MVCCStore:
                 self._compact(req.revision)
                 return CompactionResponse(self._rev)
             case LeaseGrantRequest():
-                return self._grant(req)
+                granted = self._grant(req)
+                self._lease_event(LeaseEvent.GRANTED, granted.id, granted.ttl)
+                return granted
             case LeaseRevokeRequest():
                 self._revoke(req.id)
+                self._lease_event(LeaseEvent.REVOKED, req.id, 0)
                 return LeaseRevokeResponse(self._rev)
+            case LeaseKeepAliveRequest():
+                lease = self._leases.get(req.id)
+                if lease is None:
+                    raise LeaseNotFoundError()
+                self._lease_event(LeaseEvent.RENEWED, req.id, lease.ttl)
+                return LeaseKeepAliveResponse(req.id, lease.ttl, self._rev)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -904,6 +949,10 @@ class MVCCStore:
         self._leases[req.id] = Lease(req.id, ttl)
         return LeaseGrantResponse(req.id, ttl, self._rev)
 
+    def _lease_event(self, kind: LeaseEvent, lease_id: int, ttl: int) -> None:
+        if self.lease_listener is not None:
+            self.lease_listener(kind, lease_id, ttl)
+
     def _revoke(self, lease_id: int) -> None:
         """Delete the lease's keys in one revision, in key order (as etcd's lessor does)."""
         lease = self._leases.get(lease_id)
@@ -1083,6 +1132,8 @@ def _request_wire(req: Request) -> list[Any]:
             return ["grant", req.id, req.ttl]
         case LeaseRevokeRequest():
             return ["revoke", req.id]
+        case LeaseKeepAliveRequest():
+            return ["keepalive", req.id]
 
 
 def _decode_command(command: bytes, index: int) -> Request:
@@ -1141,6 +1192,9 @@ def _request_unwire(obj: Any) -> Request:
         case "revoke":
             (lease_id,) = f
             return LeaseRevokeRequest(_int(lease_id))
+        case "keepalive":
+            (lease_id,) = f
+            return LeaseKeepAliveRequest(_int(lease_id))
     raise ValueError(f"unknown command {tag!r}")
 
 

@@ -990,3 +990,24 @@ def test_a_large_store_ranges_a_prefix_and_round_trips_through_a_snapshot() -> N
     copy = MVCCStore()
     copy.restore(store.snapshot())
     assert copy.revision == store.revision
+
+
+def test_keepalive_is_checked_and_every_lease_change_reaches_the_lessor_hook() -> None:
+    from controlplane.store.mvcc import LeaseEvent, LeaseKeepAliveRequest, LeaseKeepAliveResponse
+
+    store = MVCCStore()
+    seen: list[tuple[LeaseEvent, int, int]] = []
+    store.lease_listener = lambda kind, lid, ttl: seen.append((kind, lid, ttl))
+    grant(store, 9, ttl=30)
+    rev = store.revision
+    resp = apply(store, LeaseKeepAliveRequest(9))
+    assert resp == LeaseKeepAliveResponse(9, 30, rev)
+    assert store.revision == rev, "a keep-alive changes no key"
+    apply(store, LeaseRevokeRequest(9))
+    with pytest.raises(LeaseNotFoundError):
+        apply(store, LeaseKeepAliveRequest(9))
+    assert seen == [
+        (LeaseEvent.GRANTED, 9, 30),
+        (LeaseEvent.RENEWED, 9, 30),
+        (LeaseEvent.REVOKED, 9, 0),
+    ]
