@@ -37,9 +37,10 @@ import hashlib
 import itertools
 import logging
 import random
+import secrets
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -92,9 +93,12 @@ class ClusterState(enum.Enum):
     EXISTING = "existing"
 
 
-def member_id(name: str, cluster_token: str = "kubelab-store") -> int:
-    """A member's id from its name, stable across restarts (as etcd derives ids)."""
-    digest = hashlib.sha256(f"{cluster_token}/{name}".encode()).digest()
+def member_id(peer_addr: tuple[str, int], cluster_token: str = "kubelab-store") -> int:
+    """A member's id from its peer address and the cluster token, as etcd derives ids
+    from peer URLs: every initial member computes the same ids, and `member add` (which
+    knows only the new member's URL) computes the id that member will have."""
+    host, port = peer_addr
+    digest = hashlib.sha256(f"{cluster_token}/{host}:{port}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF or 1
 
 
@@ -114,10 +118,16 @@ class NodeConfig:
     catch_up_entries: int = 5_000
     request_timeout: float = 5.0
     cluster_token: str = "kubelab-store"
+    client_urls: tuple[str, ...] = ()
 
     @property
     def id(self) -> int:
-        return member_id(self.name, self.cluster_token)
+        if self.name not in self.initial_cluster:
+            raise ValueError(
+                f"--initial-cluster does not name this member ({self.name}); list every "
+                "member as name=https://host:port, this one included"
+            )
+        return member_id(self.initial_cluster[self.name], self.cluster_token)
 
 
 @dataclass
@@ -137,14 +147,23 @@ class NodeStatus:
 _REQ = msgpack.Packer(use_bin_type=True)
 
 
-def _encode_request(req_id: int, payload: bytes) -> bytes:
-    data: bytes = _REQ.pack([req_id, payload])
+def _encode_request(proposer: int, req_id: int, payload: bytes) -> bytes:
+    data: bytes = _REQ.pack([proposer, req_id, payload])
     return data
 
 
-def _decode_request(data: bytes) -> tuple[int, bytes]:
-    req_id, payload = msgpack.unpackb(data, raw=False)
-    return int(req_id), bytes(payload)
+def _decode_request(data: bytes) -> tuple[int, int, bytes]:
+    proposer, req_id, payload = msgpack.unpackb(data, raw=False)
+    return int(proposer), int(req_id), bytes(payload)
+
+
+def _request_ids() -> Iterator[int]:
+    """Ids for this process's requests. An applied entry completes the request with the
+    same proposer and id, so ids must never repeat: not across members (hence the
+    proposer's member id in every entry) and not across restarts of one member (a
+    restarted member re-applies entries it proposed in its previous life; hence a random
+    prefix per process, as etcd's request id generator uses a time-based one)."""
+    return itertools.count((secrets.randbits(31) << 32) + 1)
 
 
 class RaftNode:
@@ -163,7 +182,7 @@ class RaftNode:
         self._conf = ConfState()
         self._applied = 0
         self._snapshot_index = 0
-        self._req_ids = itertools.count(1)
+        self._req_ids = _request_ids()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._reads: dict[bytes, asyncio.Future[int]] = {}
         self._apply_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -174,7 +193,8 @@ class RaftNode:
         self.leader_changes = 0
         self.proposals_committed = 0
         self.proposals_failed = 0
-        self.fsync_seconds: list[float] = []
+        # Hooks for the server: fsync durations (metrics) and leadership changes.
+        self.on_fsync: Callable[[float], None] | None = None
         self.on_leader_change: Callable[[int], None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -247,12 +267,7 @@ class RaftNode:
                 "%s: joining an existing cluster; waiting for the leader's snapshot", self._tag
             )
             return
-        self.members = {member_id(n, cfg.cluster_token): a for n, a in cfg.initial_cluster.items()}
-        if self.id not in self.members:
-            raise ValueError(
-                f"{self._tag}: --initial-cluster does not name this member ({cfg.name}); "
-                "list every initial member as name=https://host:port"
-            )
+        self.members = {member_id(a, cfg.cluster_token): a for a in cfg.initial_cluster.values()}
         conf = ConfState(voters=tuple(sorted(self.members)))
         snap = Snapshot(SnapshotMetadata(1, 1, conf), self._snapshot_data())
         self._persist_snapshot(snap)
@@ -333,8 +348,9 @@ class RaftNode:
         if rd.hard_state is not None or rd.entries:
             self._wal.save(rd.hard_state, rd.entries)
         if rd.must_sync:
-            self.fsync_seconds.append(self._wal.sync())
-            del self.fsync_seconds[:-1024]
+            seconds = self._wal.sync()
+            if self.on_fsync is not None:
+                self.on_fsync(seconds)
 
     def _persist_snapshot(self, snap: Snapshot) -> None:
         assert self._wal is not None
@@ -383,8 +399,8 @@ class RaftNode:
         if e.type is EntryType.CONF_CHANGE:
             self._apply_conf_change(e)
             return
-        req_id, payload = _decode_request(e.data)
-        fut = self._pending.pop(req_id, None)
+        proposer, req_id, payload = _decode_request(e.data)
+        fut = self._pending.pop(req_id, None) if proposer == self.id else None
         try:
             result = self.sm.apply(e.index, payload)
         except Exception as exc:  # a bad command fails its request, not the member
@@ -398,8 +414,10 @@ class RaftNode:
 
     def _apply_conf_change(self, e: Entry) -> None:
         cc = ConfChange.decode(e.data)
-        req_id, addr = msgpack.unpackb(cc.context, raw=False) if cc.context else (0, None)
-        fut = self._pending.pop(req_id, None)
+        proposer, req_id, addr = (
+            msgpack.unpackb(cc.context, raw=False) if cc.context else (0, 0, None)
+        )
+        fut = self._pending.pop(req_id, None) if proposer == self.id else None
         try:
             self._conf = self.raw.apply_conf_change(cc)
         except Exception as exc:
@@ -516,7 +534,7 @@ class RaftNode:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = fut
         try:
-            self.raw.propose(_encode_request(req_id, command))
+            self.raw.propose(_encode_request(self.id, req_id, command))
         except ProposalDroppedError:
             self._pending.pop(req_id, None)
             self.proposals_failed += 1
@@ -533,7 +551,7 @@ class RaftNode:
     ) -> ConfState:
         self._check_alive()
         req_id = next(self._req_ids)
-        ctx = msgpack.packb([req_id, list(peer_addr) if peer_addr else None])
+        ctx = msgpack.packb([self.id, req_id, list(peer_addr) if peer_addr else None])
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = fut
         try:
@@ -637,3 +655,19 @@ class RaftNode:
             learners=self._conf.learners,
             members=dict(self.members),
         )
+
+
+def restore_data_dir(config: NodeConfig, sm: StateMachine, state: bytes) -> None:
+    """Make `config.data_dir` the data dir of a member of a NEW cluster whose state is
+    `state` (a state machine snapshot), as `etcdctl snapshot restore` does: run it for
+    every member with the same --initial-cluster, then start them all."""
+    wal_dir = config.data_dir / "member" / "wal"
+    if any(wal_dir.glob("*.wal")):
+        raise StoreStorageError(
+            f"{config.data_dir} already holds a member's data; restore into a new --data-dir"
+        )
+    sm.restore(state)
+    node = RaftNode(config, sm)
+    node._bootstrap(wal_dir)
+    assert node._wal is not None
+    node._wal.close()

@@ -1,211 +1,567 @@
 """`kubelab-store`: one member of the replicated store, as a daemon.
 
-Flags follow etcd's (`--name`, `--data-dir`, `--listen-client-urls`,
-`--initial-cluster`, ...) so that anyone who has run etcd can run this, and so that
-`labadm` can write the same static pod manifest for either.
+Flags follow etcd's (`--name`, `--data-dir`, `--listen-client-urls`, `--initial-cluster`,
+`--quota-backend-bytes`, TLS files, ...) so that anyone who has run etcd can run this,
+and so that `labadm` can write the same static pod manifest for either.
 
-The client API is a subset of etcd's v3 JSON gateway: same paths, same JSON shapes
-(base64 keys and values, 64-bit integers as strings), same error bodies. Writes go
-through Raft; reads are linearizable (ReadIndex) unless `serializable` is set.
+The client API is etcd's v3 JSON gateway: same paths, same JSON shapes (see `gateway`),
+same error bodies `{"error", "message", "code"}` with gRPC codes. Writes go through Raft;
+reads are linearizable (ReadIndex) unless `serializable` is set; watches and lease
+keep-alives are streams of `{"result": ...}` lines.
+
+    kubelab-store --name s1 --data-dir /var/lib/kubelab-store \\
+        --listen-client-urls http://127.0.0.1:2379 \\
+        --listen-peer-urls https://127.0.0.1:2380 \\
+        --initial-cluster s1=https://127.0.0.1:2380,... \\
+        --peer-cert-file ... --peer-key-file ... --peer-trusted-ca-file ...
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import binascii
 import json
 import logging
+import secrets
 import signal
 import ssl
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import prometheus_client
 from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from controlplane.store import kv
-from controlplane.store.node import ClusterState, NodeConfig, RaftNode, StoreTimeoutError
-from controlplane.store.raft import ProposalDroppedError
+from controlplane.store import gateway, mvcc
+from controlplane.store.lessor import Lessor, minimum_ttl
+from controlplane.store.node import (
+    ClusterState,
+    NodeConfig,
+    RaftNode,
+    StoreTimeoutError,
+    member_id,
+)
+from controlplane.store.raft import (
+    ConfChangeError,
+    ConfChangeType,
+    ProposalDroppedError,
+)
+from controlplane.store.service import (
+    DEFAULT_QUOTA_BYTES,
+    NOSPACE,
+    StoreStateMachine,
+    alarm_command,
+    mvcc_command,
+    snapshot_file_bytes,
+)
 from controlplane.store.wal import StoreStorageError
+from controlplane.store.watch import WatchBatch, Watcher, WatchHub
 from kubelab import pki
 
 log = logging.getLogger("kubelab.store.server")
 
 MAX_REQUEST_BYTES = int(1.5 * 1024 * 1024)  # etcd's --max-request-bytes default
+SNAPSHOT_CHUNK = 32 * 1024
 
-# gRPC status codes, as etcd's gateway reports them in error bodies.
 GRPC_INVALID_ARGUMENT = 3
 GRPC_DEADLINE_EXCEEDED = 4
-GRPC_UNAVAILABLE = 14
+GRPC_NOT_FOUND = 5
+GRPC_FAILED_PRECONDITION = 9
 GRPC_INTERNAL = 13
+GRPC_UNAVAILABLE = 14
+
+_HTTP_STATUS = {3: 400, 4: 504, 5: 404, 8: 429, 9: 400, 11: 400, 13: 500, 14: 503}
 
 
 class GatewayError(Exception):
-    def __init__(self, http_status: int, grpc_code: int, message: str) -> None:
+    def __init__(self, grpc_code: int, message: str) -> None:
         super().__init__(message)
-        self.http_status = http_status
         self.grpc_code = grpc_code
 
 
-def _error_response(err: GatewayError) -> web.Response:
-    body = {"error": str(err), "code": err.grpc_code, "message": str(err)}
-    return web.json_response(body, status=err.http_status)
+def _error_body(code: int, message: str) -> dict[str, Any]:
+    return {"error": message, "message": message, "code": code}
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
+def _error_response(code: int, message: str) -> web.Response:
+    return web.json_response(_error_body(code, message), status=_HTTP_STATUS.get(code, 500))
 
 
-def _unb64(field: str, value: Any) -> bytes:
-    if not isinstance(value, str):
-        raise GatewayError(400, GRPC_INVALID_ARGUMENT, f"{field} must be a base64 string")
-    try:
-        return base64.b64decode(value, validate=True)
-    except binascii.Error:
-        raise GatewayError(
-            400, GRPC_INVALID_ARGUMENT, f"{field} is not valid base64: encode keys and values"
-        ) from None
+class Metrics:
+    """Prometheus metrics, named like etcd's where etcd has one."""
+
+    def __init__(self, store: Store) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        node = store.node
+        Gauge("etcd_server_has_leader", "1 if a leader exists", registry=r).set_function(
+            lambda: 1.0 if node.status().leader else 0.0
+        )
+        Gauge("etcd_server_is_leader", "1 if this member leads", registry=r).set_function(
+            lambda: 1.0 if node.status().leader == node.id else 0.0
+        )
+        Gauge("kubelab_store_raft_term", "current Raft term", registry=r).set_function(
+            lambda: float(node.status().term)
+        )
+        Gauge("etcd_server_leader_changes_seen_total", "leader changes seen",
+              registry=r).set_function(lambda: float(node.leader_changes))  # fmt: skip
+        Gauge("etcd_server_proposals_committed_total", "proposals committed",
+              registry=r).set_function(lambda: float(node.proposals_committed))  # fmt: skip
+        Gauge("etcd_server_proposals_failed_total", "proposals failed",
+              registry=r).set_function(lambda: float(node.proposals_failed))  # fmt: skip
+        Gauge("etcd_mvcc_db_total_size_in_bytes", "approximate store size",
+              registry=r).set_function(lambda: float(store.sm.mvcc.size_bytes()))  # fmt: skip
+        Gauge("etcd_debugging_mvcc_watcher_total", "watchers", registry=r).set_function(
+            lambda: float(len(store.hub))
+        )
+        self.fsync = Histogram(
+            "etcd_disk_wal_fsync_duration_seconds",
+            "WAL fsync latency",
+            buckets=(0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1, 2),
+            registry=r,
+        )
+        self.requests = Counter(
+            "kubelab_store_requests_total", "client requests", ["path", "code"], registry=r
+        )
+        node.on_fsync = self.fsync.observe
 
 
-def _kv_json(item: kv.KeyValue) -> dict[str, Any]:
-    return {
-        "key": _b64(item.key),
-        "value": _b64(item.value),
-        "create_revision": str(item.create_revision),
-        "mod_revision": str(item.mod_revision),
-        "version": str(item.version),
-    }
+class Store:
+    """One member: the Raft node, the state machine, watches, leases, and the HTTP API."""
 
+    def __init__(self, config: NodeConfig, quota_bytes: int, progress_interval: float) -> None:
+        min_ttl = minimum_ttl(config.tick_interval * config.election_ticks)
+        self.sm = StoreStateMachine(quota_bytes=quota_bytes, min_lease_ttl=min_ttl)
+        self.node = RaftNode(config, self.sm)
+        self.hub = WatchHub(self.sm.mvcc)
+        self.lessor = Lessor(min_ttl)
+        self.progress_interval = progress_interval
+        self.metrics = Metrics(self)
+        self._lease_task: asyncio.Task[None] | None = None
+        self.sm.mvcc.lease_listener = self._on_lease
+        self.sm.on_restore = self._on_restore
+        self.node.on_leader_change = self._on_leader_change
 
-class StoreServer:
-    def __init__(self, node: RaftNode, sm: kv.KVStateMachine) -> None:
-        self.node = node
-        self.sm = sm
+    # -- leases --------------------------------------------------------------------
 
-    def _header(self) -> dict[str, str]:
-        st = self.node.status()
+    def _on_lease(self, kind: mvcc.LeaseEvent, lease_id: int, ttl: int) -> None:
+        if kind is mvcc.LeaseEvent.REVOKED:
+            self.lessor.revoked(lease_id)
+        else:
+            self.lessor.granted(lease_id, ttl)
+
+    def _on_restore(self) -> None:
+        self.lessor.reset((lid, lease.ttl) for lid, lease in self.sm.mvcc.leases.items())
+
+    def _on_leader_change(self, lead: int) -> None:
+        if lead == self.node.id:
+            self.lessor.promote()
+
+    async def _expire_leases(self) -> None:
+        """The leader revokes expired leases (their keys are deleted in one revision)."""
+        while True:
+            await asyncio.sleep(0.5)
+            if self.node.status().leader != self.node.id:
+                continue
+            for lease_id in self.lessor.expired():
+                log.info("store: lease %x expired; revoking it", lease_id)
+                try:
+                    await self.node.propose(mvcc_command(mvcc.LeaseRevokeRequest(lease_id)))
+                except mvcc.LeaseNotFoundError:
+                    self.lessor.revoked(lease_id)
+                except (ProposalDroppedError, StoreTimeoutError):
+                    self.lessor.retry(lease_id)
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.node.start()
+        self._on_restore()
+        self._lease_task = asyncio.create_task(self._expire_leases())
+
+    async def stop(self) -> None:
+        if self._lease_task is not None:
+            self._lease_task.cancel()
+        self.hub.close()
+        await self.node.stop()
+
+    # -- helpers -------------------------------------------------------------------
+
+    def header(self, revision: int | None = None) -> dict[str, str]:
         return {
-            "cluster_id": str(0),
+            "cluster_id": str(member_id(("cluster", 0), self.node.config.cluster_token)),
             "member_id": str(self.node.id),
-            "revision": str(self.sm.revision),
-            "raft_term": str(st.term),
+            "revision": str(self.sm.mvcc.revision if revision is None else revision),
+            "raft_term": str(self.node.status().term),
         }
 
-    async def _body(self, request: web.Request, allowed: set[str]) -> dict[str, Any]:
+    async def _read_body(self, request: web.Request) -> Any:
         raw = await request.read()
         try:
-            body = json.loads(raw or b"{}")
+            return json.loads(raw or b"{}")
         except json.JSONDecodeError as exc:
             raise GatewayError(
-                400, GRPC_INVALID_ARGUMENT, f"malformed JSON body: {exc.msg} at {exc.pos}"
+                GRPC_INVALID_ARGUMENT, f"malformed JSON body: {exc.msg} (at byte {exc.pos})"
             ) from None
-        if not isinstance(body, dict):
-            raise GatewayError(400, GRPC_INVALID_ARGUMENT, "the body must be a JSON object")
-        unknown = set(body) - allowed
-        if unknown:
-            raise GatewayError(
-                400,
-                GRPC_INVALID_ARGUMENT,
-                f"unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}",
-            )
-        return body
 
-    async def _write(self, command: bytes) -> kv.WriteResult:
+    async def _write(self, req: mvcc.Request) -> Any:
+        mvcc.check_request(req)  # refuse bad requests before they reach the log
+        return await self._propose(mvcc_command(req))
+
+    async def _propose(self, command: bytes) -> Any:
         try:
-            result: kv.WriteResult = await self.node.propose(command)
+            return await self.node.propose(command)
         except ProposalDroppedError as exc:
-            raise GatewayError(503, GRPC_UNAVAILABLE, f"etcdserver: no leader ({exc})") from None
+            raise GatewayError(GRPC_UNAVAILABLE, f"etcdserver: no leader ({exc})") from None
         except StoreTimeoutError as exc:
             raise GatewayError(
-                504, GRPC_DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
+                GRPC_DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
             ) from None
-        return result
 
-    async def put(self, request: web.Request) -> web.Response:
-        body = await self._body(request, {"key", "value", "prev_kv"})
-        key = _unb64("key", body.get("key"))
-        if not key:
-            raise GatewayError(400, GRPC_INVALID_ARGUMENT, "etcdserver: key is not provided")
-        value = _unb64("value", body.get("value", ""))
-        res = await self._write(kv.put_command(key, value))
-        out: dict[str, Any] = {"header": self._header()}
-        if body.get("prev_kv") and res.prev is not None:
-            out["prev_kv"] = _kv_json(res.prev)
-        return web.json_response(out)
+    async def _linearize(self) -> None:
+        try:
+            await self.node.read_index()
+        except ProposalDroppedError as exc:
+            raise GatewayError(GRPC_UNAVAILABLE, f"etcdserver: no leader ({exc})") from None
+        except StoreTimeoutError as exc:
+            raise GatewayError(
+                GRPC_DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
+            ) from None
+
+    # -- KV --------------------------------------------------------------------------
 
     async def range(self, request: web.Request) -> web.Response:
-        body = await self._body(request, {"key", "serializable"})
-        key = _unb64("key", body.get("key"))
-        if not body.get("serializable"):
-            try:
-                await self.node.read_index()
-            except ProposalDroppedError as exc:
-                raise GatewayError(
-                    503, GRPC_UNAVAILABLE, f"etcdserver: no leader ({exc})"
-                ) from None
-            except StoreTimeoutError as exc:
-                raise GatewayError(
-                    504, GRPC_DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
-                ) from None
-        item = self.sm.get(key)
-        out: dict[str, Any] = {"header": self._header()}
-        if item is not None:
-            out["kvs"] = [_kv_json(item)]
-            out["count"] = "1"
-        return web.json_response(out)
-
-    async def delete_range(self, request: web.Request) -> web.Response:
-        body = await self._body(request, {"key", "prev_kv"})
-        key = _unb64("key", body.get("key"))
-        res = await self._write(kv.delete_command(key))
-        out: dict[str, Any] = {"header": self._header(), "deleted": str(res.deleted)}
-        if body.get("prev_kv") and res.prev is not None:
-            out["prev_kvs"] = [_kv_json(res.prev)]
-        return web.json_response(out)
-
-    async def status(self, request: web.Request) -> web.Response:
-        await self._body(request, set())
-        st = self.node.status()
+        req, serializable = gateway.range_request(await self._read_body(request))
+        mvcc.check_request(req)
+        if not serializable:
+            await self._linearize()
+        resp = self.sm.mvcc.range(req)
         return web.json_response(
-            {
-                "header": self._header(),
-                "version": "3.4.0-kubelab",
-                "leader": str(st.leader),
-                "raftIndex": str(st.commit),
-                "raftTerm": str(st.term),
-                "raftAppliedIndex": str(st.applied),
-                "isLearner": self.node.id in st.learners,
-                "dbSize": str(len(self.sm.snapshot())),
-            }
+            {"header": self.header(resp.revision), **gateway.range_json(resp, req.keys_only)}
         )
 
-    async def member_list(self, request: web.Request) -> web.Response:
-        await self._body(request, {"linearizable"})
+    async def put(self, request: web.Request) -> web.Response:
+        resp = await self._write(gateway.put_request(await self._read_body(request)))
+        return web.json_response({"header": self.header(resp.revision), **gateway.put_json(resp)})
+
+    async def delete_range(self, request: web.Request) -> web.Response:
+        resp = await self._write(gateway.delete_request(await self._read_body(request)))
+        return web.json_response(
+            {"header": self.header(resp.revision), **gateway.delete_json(resp)}
+        )
+
+    async def txn(self, request: web.Request) -> web.Response:
+        req = gateway.txn_request(await self._read_body(request))
+        if mvcc.is_read_only(req):
+            mvcc.check_request(req)
+            await self._linearize()
+            resp = self.sm.mvcc.read_txn(req)
+        else:
+            resp = await self._write(req)
+        return web.json_response(gateway.txn_json(resp, self.header(resp.revision), req))
+
+    async def compaction(self, request: web.Request) -> web.Response:
+        resp = await self._write(gateway.compaction_request(await self._read_body(request)))
+        return web.json_response({"header": self.header(resp.revision)})
+
+    # -- watch -----------------------------------------------------------------------
+
+    async def watch(self, request: web.Request) -> web.StreamResponse:
+        """A bidirectional watch stream: WatchRequest objects in, `{"result": ...}` out."""
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        out: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        watchers: dict[int, Watcher] = {}
+        pumps: list[asyncio.Task[None]] = []
+        next_id = 0
+
+        async def pump(wid: int, w: Watcher, progress: bool) -> None:
+            while True:
+                timeout = self.progress_interval if progress else None
+                batch: WatchBatch | None = await self.hub.next_batch(w, timeout)
+                if batch is None:  # quiet for a progress interval: say where we are
+                    out.put_nowait(self._watch_result(wid, {}))
+                    continue
+                if batch.canceled:
+                    extra: dict[str, Any] = {"canceled": True}
+                    if batch.compact_revision:
+                        extra["compact_revision"] = str(batch.compact_revision)
+                    if batch.cancel_reason:
+                        extra["cancel_reason"] = batch.cancel_reason
+                    out.put_nowait(self._watch_result(wid, extra))
+                    watchers.pop(wid, None)
+                    return
+                out.put_nowait(
+                    self._watch_result(
+                        wid,
+                        {"events": [gateway.event_json(e) for e in batch.events]},
+                        batch.events[-1].kv.mod_revision if batch.events else None,
+                    )
+                )
+
+        async def read_requests() -> None:
+            nonlocal next_id
+            async for obj in _json_objects(request):
+                if "create_request" in obj:
+                    c = obj["create_request"]
+                    key = gateway._bytes(c, "key")
+                    end = gateway._bytes(c, "range_end")
+                    filters = c.get("filters", []) or []
+                    wid = gateway._int(c, "watch_id") or next_id
+                    next_id = max(next_id, wid + 1)
+                    w = self.hub.create(
+                        key,
+                        end,
+                        gateway._int(c, "start_revision"),
+                        prev_kv=bool(c.get("prev_kv")),
+                        filter_put="NOPUT" in filters or 0 in filters,
+                        filter_delete="NODELETE" in filters or 1 in filters,
+                    )
+                    watchers[wid] = w
+                    out.put_nowait(self._watch_result(wid, {"created": True}))
+                    pumps.append(asyncio.create_task(pump(wid, w, bool(c.get("progress_notify")))))
+                elif "cancel_request" in obj:
+                    wid = gateway._int(obj["cancel_request"], "watch_id")
+                    cancelled = watchers.pop(wid, None)
+                    if cancelled is not None:
+                        self.hub.cancel(cancelled)
+                elif "progress_request" in obj:
+                    out.put_nowait(self._watch_result(-1, {}))
+
+        reader = asyncio.create_task(read_requests())
+        try:
+            while True:
+                frame = await out.get()
+                if frame is None:
+                    break
+                await resp.write(json.dumps(frame).encode() + b"\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            reader.cancel()
+            for task in pumps:
+                task.cancel()
+            for w in watchers.values():
+                self.hub.cancel(w)
+        return resp
+
+    def _watch_result(
+        self, wid: int, extra: dict[str, Any], revision: int | None = None
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = {"header": self.header(revision)}
+        if wid:
+            result["watch_id"] = str(wid)
+        result.update(extra)
+        return {"result": result}
+
+    # -- leases ----------------------------------------------------------------------
+
+    async def lease_grant(self, request: web.Request) -> web.Response:
+        ttl, lease_id = gateway.lease_grant(await self._read_body(request))
+        if lease_id == 0:
+            lease_id = secrets.randbits(63) or 1
+        resp = await self._write(mvcc.LeaseGrantRequest(lease_id, ttl))
+        return web.json_response(
+            {"header": self.header(resp.revision), "ID": str(resp.id), "TTL": str(resp.ttl)}
+        )
+
+    async def lease_revoke(self, request: web.Request) -> web.Response:
+        lease_id = gateway.lease_id(await self._read_body(request))
+        resp = await self._write(mvcc.LeaseRevokeRequest(lease_id))
+        return web.json_response({"header": self.header(resp.revision)})
+
+    async def lease_keepalive(self, request: web.Request) -> web.StreamResponse:
+        """A stream: one `{"result": {ID, TTL}}` per request object; TTL 0 (omitted) for
+        a lease that does not exist, as etcd answers."""
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        async for obj in _json_objects(request):
+            lease_id = gateway.lease_id(obj)
+            result: dict[str, Any] = {"ID": str(lease_id)}
+            try:
+                ka = await self._propose(mvcc_command(mvcc.LeaseKeepAliveRequest(lease_id)))
+                result["TTL"] = str(ka.ttl)
+            except mvcc.LeaseNotFoundError:
+                pass
+            except GatewayError as err:
+                await resp.write(json.dumps({"error": _error_body(err.grpc_code, str(err))})
+                                 .encode() + b"\n")  # fmt: skip
+                break
+            frame = {"result": {"header": self.header(), **result}}
+            await resp.write(json.dumps(frame).encode() + b"\n")
+        return resp
+
+    async def lease_timetolive(self, request: web.Request) -> web.Response:
+        lease_id, with_keys = gateway.lease_timetolive(await self._read_body(request))
+        await self._linearize()
+        out: dict[str, Any] = {"header": self.header(), "ID": str(lease_id)}
+        lease = self.sm.mvcc.leases.get(lease_id)
+        if lease is None:
+            out["TTL"] = "-1"
+        else:
+            out["TTL"] = str(self.lessor.remaining(lease_id))
+            out["grantedTTL"] = str(lease.ttl)
+            if with_keys and lease.keys:
+                out["keys"] = [gateway.b64(k) for k in sorted(lease.keys)]
+        return web.json_response(out)
+
+    async def lease_leases(self, request: web.Request) -> web.Response:
+        gateway._fields(await self._read_body(request), set(), "lease leases")
+        await self._linearize()
+        out: dict[str, Any] = {"header": self.header()}
+        ids = self.sm.mvcc.lease_ids()
+        if ids:
+            out["leases"] = [{"ID": str(i)} for i in ids]
+        return web.json_response(out)
+
+    # -- cluster ---------------------------------------------------------------------
+
+    def _members_json(self) -> list[dict[str, Any]]:
         st = self.node.status()
-        members = []
+        out = []
         for mid, (host, port) in sorted(st.members.items()):
-            members.append(
-                {
-                    "ID": str(mid),
-                    "name": self.node.config.name if mid == self.node.id else "",
-                    "peerURLs": [f"https://{host}:{port}"],
-                    "isLearner": mid in st.learners,
-                }
+            m: dict[str, Any] = {"ID": str(mid), "peerURLs": [f"https://{host}:{port}"]}
+            if mid == self.node.id:
+                m["name"] = self.node.config.name
+                m["clientURLs"] = list(self.node.config.client_urls)
+            if mid in st.learners:
+                m["isLearner"] = True
+            out.append(m)
+        return out
+
+    async def member_list(self, request: web.Request) -> web.Response:
+        gateway._fields(await self._read_body(request), {"linearizable"}, "member list")
+        return web.json_response({"header": self.header(), "members": self._members_json()})
+
+    async def _conf_change(
+        self, kind: ConfChangeType, mid: int, addr: tuple[str, int] | None = None
+    ) -> None:
+        try:
+            await self.node.propose_conf_change(kind, mid, addr)
+        except ProposalDroppedError as exc:
+            raise GatewayError(GRPC_UNAVAILABLE, f"etcdserver: {exc}") from None
+        except ConfChangeError as exc:
+            raise GatewayError(GRPC_FAILED_PRECONDITION, f"etcdserver: {exc}") from None
+        except StoreTimeoutError as exc:
+            raise GatewayError(GRPC_DEADLINE_EXCEEDED, f"etcdserver: {exc}") from None
+
+    async def member_add(self, request: web.Request) -> web.Response:
+        body = gateway._fields(await self._read_body(request), {"peerURLs", "isLearner"},
+                               "member add")  # fmt: skip
+        urls = body.get("peerURLs") or []
+        if not isinstance(urls, list) or not urls:
+            raise GatewayError(GRPC_INVALID_ARGUMENT, "member add: peerURLs is required")
+        try:
+            addr = parse_url(str(urls[0]), "peerURLs")
+        except ValueError as exc:
+            raise GatewayError(GRPC_INVALID_ARGUMENT, str(exc)) from None
+        mid = member_id(addr, self.node.config.cluster_token)
+        if mid in self.node.status().members:
+            raise GatewayError(GRPC_FAILED_PRECONDITION, "etcdserver: Peer URLs already exists")
+        learner = bool(body.get("isLearner"))
+        kind = ConfChangeType.ADD_LEARNER_NODE if learner else ConfChangeType.ADD_NODE
+        await self._conf_change(kind, mid, addr)
+        member: dict[str, Any] = {"ID": str(mid), "peerURLs": [str(urls[0])]}
+        if learner:
+            member["isLearner"] = True
+        return web.json_response(
+            {"header": self.header(), "member": member, "members": self._members_json()}
+        )
+
+    async def member_remove(self, request: web.Request) -> web.Response:
+        mid = gateway.lease_id(await self._read_body(request), {"ID"}, "member remove")
+        if mid not in self.node.status().members:
+            raise GatewayError(GRPC_NOT_FOUND, "etcdserver: member not found")
+        await self._conf_change(ConfChangeType.REMOVE_NODE, mid)
+        return web.json_response({"header": self.header(), "members": self._members_json()})
+
+    async def member_promote(self, request: web.Request) -> web.Response:
+        mid = gateway.lease_id(await self._read_body(request), {"ID"}, "member promote")
+        st = self.node.status()
+        if mid not in st.members:
+            raise GatewayError(GRPC_NOT_FOUND, "etcdserver: member not found")
+        if mid not in st.learners:
+            raise GatewayError(
+                GRPC_FAILED_PRECONDITION, "etcdserver: can only promote a learner member"
             )
-        return web.json_response({"header": self._header(), "members": members})
+        await self._conf_change(ConfChangeType.ADD_NODE, mid, st.members[mid])
+        return web.json_response({"header": self.header(), "members": self._members_json()})
+
+    # -- maintenance -----------------------------------------------------------------
+
+    async def status(self, request: web.Request) -> web.Response:
+        gateway._fields(await self._read_body(request), set(), "status")
+        st = self.node.status()
+        out: dict[str, Any] = {
+            "header": self.header(),
+            "version": "3.4.0-kubelab",
+            "dbSize": str(self.sm.mvcc.size_bytes()),
+            "leader": str(st.leader),
+            "raftIndex": str(st.commit),
+            "raftTerm": str(st.term),
+            "raftAppliedIndex": str(st.applied),
+            "dbSizeInUse": str(self.sm.mvcc.size_bytes()),
+        }
+        if self.sm.alarms:
+            out["errors"] = [f"memberID:{self.node.id} alarm:{a} " for a in sorted(self.sm.alarms)]
+        if self.node.id in st.learners:
+            out["isLearner"] = True
+        return web.json_response(out)
+
+    async def alarm(self, request: web.Request) -> web.Response:
+        body = gateway._fields(await self._read_body(request), {"action", "memberID", "alarm"},
+                               "alarm")  # fmt: skip
+        action = body.get("action", "GET")
+        if action in ("DEACTIVATE", 2):
+            await self._propose(alarm_command(False))
+        elif action not in ("GET", 0):
+            raise GatewayError(GRPC_INVALID_ARGUMENT, f"alarm: unsupported action {action!r}")
+        else:
+            await self._linearize()
+        out: dict[str, Any] = {"header": self.header()}
+        if self.sm.alarms:
+            out["alarms"] = [
+                {"memberID": str(self.node.id), "alarm": a} for a in sorted(self.sm.alarms)
+            ]
+        return web.json_response(out)
+
+    async def snapshot(self, request: web.Request) -> web.StreamResponse:
+        """The state machine image, in chunks, as etcd streams its backend file."""
+        await self._linearize()
+        state = self.sm.snapshot()
+        blob = snapshot_file_bytes(state)
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        for offset in range(0, len(blob), SNAPSHOT_CHUNK):
+            chunk = blob[offset : offset + SNAPSHOT_CHUNK]
+            remaining = len(blob) - offset - len(chunk)
+            result: dict[str, Any] = {"header": self.header(), "blob": gateway.b64(chunk)}
+            if remaining:
+                result["remaining_bytes"] = str(remaining)
+            await resp.write(json.dumps({"result": result}).encode() + b"\n")
+        return resp
+
+    async def defragment(self, request: web.Request) -> web.Response:
+        return web.json_response({"header": self.header()})
 
     async def health(self, request: web.Request) -> web.Response:
         st = self.node.status()
-        healthy = st.leader != 0
-        reason = "" if healthy else "RAFT NO LEADER"
-        return web.json_response(
-            {"health": "true" if healthy else "false", "reason": reason},
-            status=200 if healthy else 503,
+        if not st.leader:
+            return web.json_response({"health": "false", "reason": "RAFT NO LEADER"}, status=503)
+        if NOSPACE in self.sm.alarms:
+            return web.json_response({"health": "false", "reason": "ALARM NOSPACE"}, status=503)
+        return web.json_response({"health": "true", "reason": ""})
+
+    async def metrics_endpoint(self, request: web.Request) -> web.Response:
+        data = prometheus_client.generate_latest(self.metrics.registry)
+        return web.Response(
+            body=data, headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST}
         )
+
+    # -- the app ---------------------------------------------------------------------
 
     def app(self) -> web.Application:
         @web.middleware
@@ -213,32 +569,88 @@ class StoreServer:
             request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
         ) -> web.StreamResponse:
             try:
-                return await handler(request)
+                response = await handler(request)
             except GatewayError as err:
-                return _error_response(err)
+                response = _error_response(err.grpc_code, str(err))
+            except mvcc.MVCCError as err:
+                response = _error_response(err.grpc_code, err.message)
+            except gateway.BadRequest as err:
+                response = _error_response(GRPC_INVALID_ARGUMENT, str(err))
             except web.HTTPRequestEntityTooLarge:
-                return _error_response(
-                    GatewayError(400, GRPC_INVALID_ARGUMENT, "etcdserver: request is too large")
+                response = _error_response(
+                    GRPC_INVALID_ARGUMENT, "etcdserver: request is too large"
                 )
             except StoreStorageError as exc:
                 log.error("store: storage failure: %s", exc)
-                return _error_response(GatewayError(500, GRPC_INTERNAL, str(exc)))
+                response = _error_response(GRPC_INTERNAL, str(exc))
+            self.metrics.requests.labels(request.path, str(response.status)).inc()
+            return response
 
         app = web.Application(middlewares=[errors], client_max_size=MAX_REQUEST_BYTES)
-        app.router.add_post("/v3/kv/put", self.put)
-        app.router.add_post("/v3/kv/range", self.range)
-        app.router.add_post("/v3/kv/deleterange", self.delete_range)
-        app.router.add_post("/v3/maintenance/status", self.status)
-        app.router.add_post("/v3/cluster/member/list", self.member_list)
+        routes = {
+            "/v3/kv/range": self.range,
+            "/v3/kv/put": self.put,
+            "/v3/kv/deleterange": self.delete_range,
+            "/v3/kv/txn": self.txn,
+            "/v3/kv/compaction": self.compaction,
+            "/v3/watch": self.watch,
+            "/v3/lease/grant": self.lease_grant,
+            "/v3/lease/revoke": self.lease_revoke,
+            "/v3/kv/lease/revoke": self.lease_revoke,
+            "/v3/lease/keepalive": self.lease_keepalive,
+            "/v3/lease/timetolive": self.lease_timetolive,
+            "/v3/kv/lease/timetolive": self.lease_timetolive,
+            "/v3/lease/leases": self.lease_leases,
+            "/v3/kv/lease/leases": self.lease_leases,
+            "/v3/cluster/member/list": self.member_list,
+            "/v3/cluster/member/add": self.member_add,
+            "/v3/cluster/member/remove": self.member_remove,
+            "/v3/cluster/member/promote": self.member_promote,
+            "/v3/maintenance/status": self.status,
+            "/v3/maintenance/alarm": self.alarm,
+            "/v3/maintenance/snapshot": self.snapshot,
+            "/v3/maintenance/defragment": self.defragment,
+        }
+        for path, handler in routes.items():
+            app.router.add_post(path, handler)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics_endpoint)
         return app
 
 
-def _host_port(url: str, flag: str) -> tuple[str, int]:
+async def _json_objects(request: web.Request) -> AsyncIterator[Any]:
+    """The JSON objects of a streamed request body, one after another (a watch or
+    keep-alive client may send several over one connection)."""
+    decoder = json.JSONDecoder()
+    buf = ""
+    async for chunk in request.content.iter_any():
+        buf += chunk.decode()
+        while True:
+            buf = buf.lstrip()
+            if not buf:
+                break
+            try:
+                obj, end = decoder.raw_decode(buf)
+            except json.JSONDecodeError:
+                break  # incomplete: wait for more bytes
+            buf = buf[end:]
+            yield obj
+    if buf.strip():
+        raise gateway.BadRequest("malformed JSON in the request stream")
+
+
+def parse_url(url: str, what: str) -> tuple[str, int]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or not parts.port:
-        raise SystemExit(f"kubelab-store: {flag}: {url!r} must look like https://HOST:PORT")
+        raise ValueError(f"{what}: {url!r} must look like https://HOST:PORT")
     return parts.hostname, parts.port
+
+
+def _host_port(url: str, flag: str) -> tuple[str, int]:
+    try:
+        return parse_url(url, flag)
+    except ValueError as exc:
+        raise SystemExit(f"kubelab-store: {exc}") from None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -274,6 +686,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--peer-cert-file", type=Path)
     p.add_argument("--peer-key-file", type=Path)
     p.add_argument("--peer-trusted-ca-file", type=Path)
+    p.add_argument("--quota-backend-bytes", type=int, default=DEFAULT_QUOTA_BYTES)
+    p.add_argument(
+        "--experimental-watch-progress-notify-interval",
+        type=float,
+        default=600.0,
+        help="seconds between progress notifications on quiet watches that asked for them",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p.parse_args(argv)
 
@@ -323,6 +742,7 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
         snapshot_count=args.snapshot_count,
         catch_up_entries=args.experimental_snapshot_catchup_entries,
         cluster_token=args.initial_cluster_token,
+        client_urls=tuple((args.advertise_client_urls or args.listen_client_urls).split(",")),
     )
 
 
@@ -340,10 +760,14 @@ def client_ssl_context(args: argparse.Namespace) -> ssl.SSLContext | None:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    sm = kv.KVStateMachine()
-    node = RaftNode(build_config(args), sm)
-    await node.start()
-    runner = web.AppRunner(StoreServer(node, sm).app(), access_log=None)
+    store = Store(
+        build_config(args),
+        args.quota_backend_bytes,
+        args.experimental_watch_progress_notify_interval,
+    )
+    await store.start()
+    # Cancel handlers whose client went away, so abandoned watches are cleaned up.
+    runner = web.AppRunner(store.app(), access_log=None, handler_cancellation=True)
     await runner.setup()
     ssl_ctx = client_ssl_context(args)
     for url in args.listen_client_urls.split(","):
@@ -357,7 +781,7 @@ async def serve(args: argparse.Namespace) -> None:
     await stop.wait()
     log.info("store[%s]: shutting down", args.name)
     await runner.cleanup()
-    await node.stop()
+    await store.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,287 @@
+"""etcd v3's JSON gateway encoding: JSON bodies <-> MVCC requests and responses.
+
+etcd serves its gRPC API as JSON through grpc-gateway, with the protobuf field names as
+written in the .proto files (`create_revision`, `prev_kv`, but `ID` and `TTL` for leases),
+bytes as base64, 64-bit integers as strings, enums by name, and fields holding their
+default value (0, false, empty) left out. kubelab's store speaks exactly that, so that the
+same client (and the apiserver's storage layer) works against either.
+
+Where we are stricter than etcd: an unknown field, or a value of the wrong type, is a 400
+with a message naming the field (etcd's gateway ignores unknown fields silently, which
+hides typos such as "prefix": true). The differential tests list this difference.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from controlplane.store import mvcc
+
+
+class BadRequest(ValueError):
+    """A request body that does not decode; the message names the field."""
+
+
+# -- decoding requests ----------------------------------------------------------------
+
+
+def _fields(body: Any, allowed: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise BadRequest(f"{where}: expected a JSON object")
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise BadRequest(f"{where}: unknown field(s) {unknown}; allowed: {sorted(allowed)}")
+    return body
+
+
+def _bytes(body: dict[str, Any], name: str) -> bytes:
+    value = body.get(name)
+    if value is None:
+        return b""
+    if not isinstance(value, str):
+        raise BadRequest(f"{name}: must be a base64 string")
+    try:
+        return base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise BadRequest(f"{name}: not valid base64 (keys and values are base64)") from None
+
+
+def _int(body: dict[str, Any], name: str) -> int:
+    value = body.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise BadRequest(f"{name}: must be an integer (or a string holding one)")
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequest(f"{name}: {value!r} is not an integer") from None
+
+
+def _bool(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"{name}: must be true or false")
+    return value
+
+
+def _enum(body: dict[str, Any], name: str, kind: type[Any]) -> Any:
+    value = body.get(name)
+    if value is None:
+        return kind(0)
+    try:
+        return kind[value] if isinstance(value, str) else kind(value)
+    except (KeyError, ValueError):
+        names = [m.name for m in kind]
+        raise BadRequest(f"{name}: {value!r} is not one of {names}") from None
+
+
+RANGE_FIELDS = {
+    "key", "range_end", "limit", "revision", "sort_order", "sort_target", "serializable",
+    "keys_only", "count_only", "min_mod_revision", "max_mod_revision",
+    "min_create_revision", "max_create_revision",
+}  # fmt: skip
+
+
+def range_request(body: Any) -> tuple[mvcc.RangeRequest, bool]:
+    """The request, and whether the client asked for a serializable read."""
+    b = _fields(body, RANGE_FIELDS, "range")
+    req = mvcc.RangeRequest(
+        key=_bytes(b, "key"),
+        range_end=_bytes(b, "range_end"),
+        limit=_int(b, "limit"),
+        revision=_int(b, "revision"),
+        keys_only=_bool(b, "keys_only"),
+        count_only=_bool(b, "count_only"),
+        sort_order=_enum(b, "sort_order", mvcc.SortOrder),
+        sort_target=_enum(b, "sort_target", mvcc.SortTarget),
+        min_mod_revision=_int(b, "min_mod_revision"),
+        max_mod_revision=_int(b, "max_mod_revision"),
+        min_create_revision=_int(b, "min_create_revision"),
+        max_create_revision=_int(b, "max_create_revision"),
+    )
+    return req, _bool(b, "serializable")
+
+
+def put_request(body: Any) -> mvcc.PutRequest:
+    b = _fields(body, {"key", "value", "lease", "prev_kv", "ignore_value", "ignore_lease"}, "put")
+    return mvcc.PutRequest(
+        key=_bytes(b, "key"),
+        value=_bytes(b, "value"),
+        lease=_int(b, "lease"),
+        prev_kv=_bool(b, "prev_kv"),
+        ignore_value=_bool(b, "ignore_value"),
+        ignore_lease=_bool(b, "ignore_lease"),
+    )
+
+
+def delete_request(body: Any) -> mvcc.DeleteRangeRequest:
+    b = _fields(body, {"key", "range_end", "prev_kv"}, "deleterange")
+    return mvcc.DeleteRangeRequest(_bytes(b, "key"), _bytes(b, "range_end"), _bool(b, "prev_kv"))
+
+
+def _compare(body: Any) -> mvcc.Compare:
+    targets = {"version", "create_revision", "mod_revision", "value", "lease"}
+    b = _fields(body, {"result", "target", "key", "range_end"} | targets, "compare")
+    target = _enum(b, "target", mvcc.CompareTarget)
+    value: int | bytes
+    if target is mvcc.CompareTarget.VALUE:
+        value = _bytes(b, "value")
+    else:
+        name = {
+            mvcc.CompareTarget.VERSION: "version",
+            mvcc.CompareTarget.CREATE: "create_revision",
+            mvcc.CompareTarget.MOD: "mod_revision",
+            mvcc.CompareTarget.LEASE: "lease",
+        }[target]
+        value = _int(b, name)
+    return mvcc.Compare(
+        _enum(b, "result", mvcc.CompareResult),
+        target,
+        _bytes(b, "key"),
+        value,
+        _bytes(b, "range_end"),
+    )
+
+
+def _request_op(body: Any) -> mvcc.RequestOp:
+    kinds = {"request_range", "request_put", "request_delete_range", "request_txn"}
+    b = _fields(body, kinds, "request op")
+    if len(b) != 1:
+        raise BadRequest(f"request op: exactly one of {sorted(kinds)} is needed")
+    kind, inner = next(iter(b.items()))
+    if kind == "request_range":
+        return range_request(inner)[0]
+    if kind == "request_put":
+        return put_request(inner)
+    if kind == "request_delete_range":
+        return delete_request(inner)
+    return txn_request(inner)
+
+
+def txn_request(body: Any) -> mvcc.TxnRequest:
+    b = _fields(body, {"compare", "success", "failure"}, "txn")
+    lists = {}
+    for name in ("compare", "success", "failure"):
+        value = b.get(name, [])
+        if not isinstance(value, list):
+            raise BadRequest(f"txn.{name}: must be a list")
+        lists[name] = value
+    return mvcc.TxnRequest(
+        [_compare(c) for c in lists["compare"]],
+        [_request_op(op) for op in lists["success"]],
+        [_request_op(op) for op in lists["failure"]],
+    )
+
+
+def compaction_request(body: Any) -> mvcc.CompactionRequest:
+    b = _fields(body, {"revision", "physical"}, "compaction")
+    return mvcc.CompactionRequest(_int(b, "revision"), _bool(b, "physical"))
+
+
+def lease_id(body: Any, allowed: set[str] | None = None, where: str = "lease") -> int:
+    b = _fields(body, allowed or {"ID"}, where)
+    return _int(b, "ID")
+
+
+def lease_grant(body: Any) -> tuple[int, int]:
+    """(requested TTL, requested ID or 0)."""
+    b = _fields(body, {"TTL", "ID"}, "lease grant")
+    return _int(b, "TTL"), _int(b, "ID")
+
+
+def lease_timetolive(body: Any) -> tuple[int, bool]:
+    b = _fields(body, {"ID", "keys"}, "lease timetolive")
+    return _int(b, "ID"), _bool(b, "keys")
+
+
+# -- encoding responses ---------------------------------------------------------------
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def kv_json(kv: mvcc.KeyValue, keys_only: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": b64(kv.key)}
+    if kv.create_revision:
+        out["create_revision"] = str(kv.create_revision)
+    if kv.mod_revision:
+        out["mod_revision"] = str(kv.mod_revision)
+    if kv.version:
+        out["version"] = str(kv.version)
+    if kv.value and not keys_only:
+        out["value"] = b64(kv.value)
+    if kv.lease:
+        out["lease"] = str(kv.lease)
+    return out
+
+
+def event_json(ev: mvcc.Event) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if ev.type is mvcc.EventType.DELETE:
+        out["type"] = "DELETE"
+    out["kv"] = kv_json(ev.kv)
+    if ev.prev_kv is not None:
+        out["prev_kv"] = kv_json(ev.prev_kv)
+    return out
+
+
+def range_json(resp: mvcc.RangeResponse, keys_only: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if resp.kvs:
+        out["kvs"] = [kv_json(kv, keys_only) for kv in resp.kvs]
+    if resp.more:
+        out["more"] = True
+    if resp.count:
+        out["count"] = str(resp.count)
+    return out
+
+
+def put_json(resp: mvcc.PutResponse) -> dict[str, Any]:
+    return {"prev_kv": kv_json(resp.prev_kv)} if resp.prev_kv is not None else {}
+
+
+def delete_json(resp: mvcc.DeleteRangeResponse) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if resp.deleted:
+        out["deleted"] = str(resp.deleted)
+    if resp.prev_kvs:
+        out["prev_kvs"] = [kv_json(kv) for kv in resp.prev_kvs]
+    return out
+
+
+def txn_json(
+    resp: mvcc.TxnResponse, header: dict[str, str], req: mvcc.TxnRequest
+) -> dict[str, Any]:
+    ops = req.success if resp.succeeded else req.failure
+    out: dict[str, Any] = {"header": header}
+    if resp.succeeded:
+        out["succeeded"] = True
+    if resp.responses:
+        out["responses"] = [
+            _response_op_json(r, op, header) for r, op in zip(resp.responses, ops, strict=True)
+        ]
+    return out
+
+
+def _response_op_json(
+    resp: mvcc.ResponseOp, op: mvcc.RequestOp, header: dict[str, str]
+) -> dict[str, Any]:
+    # Each op's header carries the revision as of that op; a nested txn's is empty.
+    h = dict(header, revision=str(resp.revision)) if resp.revision else {}
+    if isinstance(resp, mvcc.RangeResponse):
+        keys_only = isinstance(op, mvcc.RangeRequest) and op.keys_only
+        return {"response_range": {"header": h, **range_json(resp, keys_only)}}
+    if isinstance(resp, mvcc.PutResponse):
+        return {"response_put": {"header": h, **put_json(resp)}}
+    if isinstance(resp, mvcc.DeleteRangeResponse):
+        return {"response_delete_range": {"header": h, **delete_json(resp)}}
+    assert isinstance(op, mvcc.TxnRequest)
+    inner = txn_json(resp, h, op)
+    if not h:
+        inner.pop("header")
+        inner = {"header": {}, **inner}
+    return {"response_txn": inner}
