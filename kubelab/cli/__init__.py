@@ -1,0 +1,1 @@
+"""kubelab's command-line tools: `labctl` (talk to a running lab)."""
