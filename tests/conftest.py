@@ -1,6 +1,14 @@
-"""Shared pytest options."""
+"""Shared pytest options and the CI rule that required tools must be present."""
+
+import os
+import shutil
 
 import pytest
+
+# Tools the suite drives for real. Locally a test that needs a missing one is skipped
+# with a reason; under CI (CI=true) a missing one fails the run, because `make test`
+# installs them and a skip would hide that the tests did not run.
+REQUIRED_TOOLS = ("etcd", "etcdctl")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -10,3 +18,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite the expected output of transcript tests (tests/raft/testdata)",
     )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("CI", "").lower() != "true":
+        return
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise pytest.UsageError(
+            f"CI=true but {', '.join(missing)} not installed: `make test` installs Debian's "
+            "etcd-server and etcd-client; run it as root or install them"
+        )
