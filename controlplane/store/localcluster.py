@@ -16,6 +16,7 @@ import argparse
 import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import requests
 
@@ -35,6 +36,9 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+InitialClusterState = Literal["new", "existing"]
 
 
 @dataclass
@@ -86,9 +90,15 @@ class LocalCluster:
             )
             pki.write_pair(cert, pki_dir, m.name)
 
-    def command(self, m: Member) -> list[str]:
+    def command(self, m: Member, initial_cluster_state: InitialClusterState = "new") -> list[str]:
+        """`m`'s command line. With `initial_cluster_state="existing"` it joins the running
+        cluster (after `member add`): it waits for the leader's snapshot instead of
+        bootstrapping."""
         pki_dir = self.dir / "pki"
         initial = ",".join(f"{x.name}={x.peer_url}" for x in self.members)
+        joining = []  # "new" is the server's default
+        if initial_cluster_state != "new":
+            joining = ["--initial-cluster-state", initial_cluster_state]
         return [
             sys.executable,
             "-m",
@@ -101,16 +111,19 @@ class LocalCluster:
             "--peer-cert-file", str(pki_dir / f"{m.name}.crt"),
             "--peer-key-file", str(pki_dir / f"{m.name}.key"),
             "--peer-trusted-ca-file", str(pki_dir / "ca.crt"),
+            *joining,
             *self.extra_args,
         ]  # fmt: skip
 
     # -- processes -----------------------------------------------------------------
 
-    def start(self, m: Member, detach: bool = False) -> None:
+    def start(
+        self, m: Member, detach: bool = False, initial_cluster_state: InitialClusterState = "new"
+    ) -> None:
         self.prepare()
         logf = open(self.dir / f"{m.name}.log", "ab")  # noqa: SIM115 - owned by the child
         m.process = subprocess.Popen(
-            self.command(m),
+            self.command(m, initial_cluster_state),
             stdout=logf,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -134,6 +147,13 @@ class LocalCluster:
     def stop_all(self) -> None:
         for m in self.members:
             self.kill(m, signal.SIGTERM)
+
+    def wipe(self, m: Member) -> None:
+        """Delete a stopped member's data dir, as if its disk were replaced: it can then
+        only come back as a new member (`member add`, then `start(m,
+        initial_cluster_state="existing")`)."""
+        assert m.process is None, f"{m.name} is still running"
+        shutil.rmtree(self.dir / m.name, ignore_errors=True)
 
     def alive(self) -> list[Member]:
         return [m for m in self.members if m.process is not None and m.process.poll() is None]

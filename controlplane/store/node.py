@@ -18,7 +18,8 @@ state machine has applied at least that index). Both fail fast with
 Start-up: a member with no WAL bootstraps. With `initial_cluster_state="new"` every
 initial member writes the same bootstrap snapshot (index 1, the initial voters, their
 peer URLs), so they agree on the configuration without a log; with "existing" it starts
-empty and waits for the leader to send it a snapshot. A member with a WAL recovers: the
+empty, dials the members its initial cluster lists and waits for the leader to send it a
+snapshot (`member add` must have made it a member first). A member with a WAL recovers: the
 newest snapshot the WAL refers to, then the WAL's hard state and entries after it.
 
 Snapshots: after `snapshot_count` applied entries the state machine is snapshotted, the
@@ -226,7 +227,7 @@ class RaftNode:
             on_message=self._on_peer_message,
             on_unreachable=self._on_unreachable,
         )
-        for mid, (host, port) in self.members.items():
+        for mid, (host, port) in self._initial_peers().items():
             if mid != self.id:
                 self._transport.add_peer(mid, host, port)
         await self._transport.start()
@@ -243,6 +244,17 @@ class RaftNode:
             len(self.members),
             self._applied,
         )
+
+    def _initial_peers(self) -> dict[int, tuple[str, int]]:
+        """Whom to dial from the start: the members the recovered state names or, for a
+        member that joined an existing cluster and has not yet received the leader's
+        snapshot (it has no membership of its own), the members `--initial-cluster`
+        lists, as etcd's joining member does. Without them it could not answer the
+        leader's appends, so the leader would never learn that it needs a snapshot."""
+        if self.members:
+            return self.members
+        token = self.config.cluster_token
+        return {member_id(a, token): a for a in self.config.initial_cluster.values()}
 
     async def stop(self) -> None:
         self._stopping = True
@@ -425,18 +437,14 @@ class RaftNode:
             if fut is not None and not fut.done():
                 fut.set_exception(exc)
             return
-        assert self._transport is not None
         if cc.type is ConfChangeType.REMOVE_NODE:
             self.members.pop(cc.node_id, None)
-            if cc.node_id != self.id:
-                self._transport.remove_peer(cc.node_id)
-            else:
+            if cc.node_id == self.id:
                 log.warning("%s: this member was removed from the cluster", self._tag)
         elif addr is not None:
             host, port = addr
-            if cc.node_id not in self.members and cc.node_id != self.id:
-                self._transport.add_peer(cc.node_id, host, port)
             self.members[cc.node_id] = (host, port)
+        self._sync_peers()
         log.info(
             "%s: applied conf change %s %x; voters=%s learners=%s",
             self._tag,
@@ -478,10 +486,26 @@ class RaftNode:
         self._snapshot_index = snap.metadata.index
         if self._storage.snapshot().metadata.index < snap.metadata.index:
             self._storage.apply_snapshot(snap)
-        if self._transport is not None:
-            for mid, (host, port) in self.members.items():
-                if mid != self.id and mid not in self._transport.peers:
-                    self._transport.add_peer(mid, host, port)
+        self._sync_peers()
+
+    def _sync_peers(self) -> None:
+        """Make the transport's peers the members (this one aside), at their addresses.
+
+        After a snapshot it is the snapshot's membership that counts: a member removed
+        (and maybe added back) in the entries the snapshot replaced is dropped here, so
+        that the peers always match what later membership changes expect."""
+        if self._transport is None:
+            return  # start() adds the peers
+        peers = self._transport.peers
+        for mid in peers.keys() - self.members.keys():
+            self._transport.remove_peer(mid)
+        for mid, (host, port) in self.members.items():
+            if mid == self.id:
+                continue
+            if mid not in peers:
+                self._transport.add_peer(mid, host, port)
+            elif peers[mid] != (host, port):
+                self._transport.update_peer(mid, host, port)
 
     def _fresh_snapshot(self) -> Snapshot:
         meta = SnapshotMetadata(self._applied, self._storage.term(self._applied), self._conf)

@@ -15,6 +15,11 @@ dropped and the watcher is marked to resynchronise from the store's history at t
 first revision it has not delivered, which keeps memory bounded without losing events
 (unless compaction overtakes it, in which case it is cancelled as above). etcd keeps
 "unsynced" watchers the same way.
+
+Snapshots: a member that installs the leader's snapshot (it lagged too far, or has just
+joined) jumps to the snapshot's revision without reporting the revisions in between. The
+first revision reported after the jump is beyond a watcher's next revision, and the
+watcher resynchronises from the restored history in the same way.
 """
 
 from __future__ import annotations
@@ -137,6 +142,12 @@ class WatchHub:
     def _on_revision(self, revision: int, events: list[Event]) -> None:
         for w in list(self._watchers.values()):
             if w.resync or revision < w.next_revision:
+                continue
+            if revision > w.next_revision:
+                # Revisions went by unreported: the store was restored from a snapshot
+                # (a lagging or new member catching up). Reread them from its history.
+                w.resync = True
+                w.wakeup.set()
                 continue
             w.next_revision = revision + 1
             matched = [w.shape(e) for e in events if w.wants(e)]
