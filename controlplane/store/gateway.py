@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import enum
+from dataclasses import dataclass
 from typing import Any
 
 from controlplane.store import mvcc
@@ -176,9 +178,91 @@ def txn_request(body: Any) -> mvcc.TxnRequest:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class WatchCreate:
+    key: bytes
+    range_end: bytes
+    start_revision: int
+    prev_kv: bool
+    progress_notify: bool
+    filter_put: bool
+    filter_delete: bool
+    watch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchCancel:
+    watch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchProgress:
+    pass
+
+
+WATCH_CREATE_FIELDS = {
+    "key", "range_end", "start_revision", "progress_notify", "filters", "prev_kv",
+    "watch_id", "fragment",
+}  # fmt: skip
+_WATCH_FILTERS = {"NOPUT": "NOPUT", 0: "NOPUT", "NODELETE": "NODELETE", 1: "NODELETE"}
+
+
+def _is_filter(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool) and value in _WATCH_FILTERS
+
+
+def watch_request(body: Any) -> WatchCreate | WatchCancel | WatchProgress:
+    """One request of a watch stream. `fragment` is accepted and has no effect: responses
+    are never split, which a client that asked for fragments reads just as well."""
+    b = _fields(body, {"create_request", "cancel_request", "progress_request"}, "watch")
+    if len(b) != 1:
+        raise BadRequest("watch: exactly one of create_request, cancel_request or "
+                         "progress_request is needed")  # fmt: skip
+    if "cancel_request" in b:
+        return WatchCancel(_int(_fields(b["cancel_request"], {"watch_id"}, "cancel_request"),
+                                "watch_id"))  # fmt: skip
+    if "progress_request" in b:
+        _fields(b["progress_request"], set(), "progress_request")
+        return WatchProgress()
+    c = _fields(b["create_request"], WATCH_CREATE_FIELDS, "create_request")
+    filters = c.get("filters") or []
+    if not isinstance(filters, list) or not all(_is_filter(f) for f in filters):
+        raise BadRequest("filters: must be a list of NOPUT and NODELETE (or 0 and 1)")
+    named = {_WATCH_FILTERS[f] for f in filters}
+    _bool(c, "fragment")  # checked, then ignored (see above)
+    return WatchCreate(
+        key=_bytes(c, "key"),
+        range_end=_bytes(c, "range_end"),
+        start_revision=_int(c, "start_revision"),
+        prev_kv=_bool(c, "prev_kv"),
+        progress_notify=_bool(c, "progress_notify"),
+        filter_put="NOPUT" in named,
+        filter_delete="NODELETE" in named,
+        watch_id=_int(c, "watch_id"),
+    )
+
+
 def compaction_request(body: Any) -> mvcc.CompactionRequest:
     b = _fields(body, {"revision", "physical"}, "compaction")
     return mvcc.CompactionRequest(_int(b, "revision"), _bool(b, "physical"))
+
+
+class AlarmAction(enum.IntEnum):
+    GET = 0
+    ACTIVATE = 1
+    DEACTIVATE = 2
+
+
+class AlarmType(enum.IntEnum):
+    NONE = 0
+    NOSPACE = 1
+    CORRUPT = 2
+
+
+def alarm_request(body: Any) -> tuple[AlarmAction, int, AlarmType]:
+    """(action, memberID, alarm) of an AlarmRequest."""
+    b = _fields(body, {"action", "memberID", "alarm"}, "alarm")
+    return _enum(b, "action", AlarmAction), _int(b, "memberID"), _enum(b, "alarm", AlarmType)
 
 
 def lease_id(body: Any, allowed: set[str] | None = None, where: str = "lease") -> int:

@@ -26,7 +26,8 @@ import secrets
 import signal
 import ssl
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,6 +35,8 @@ from urllib.parse import urlsplit
 import prometheus_client
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from controlplane.store import gateway, mvcc
 from controlplane.store.lessor import Lessor, minimum_ttl
@@ -64,7 +67,16 @@ from kubelab import pki
 log = logging.getLogger("kubelab.store.server")
 
 MAX_REQUEST_BYTES = int(1.5 * 1024 * 1024)  # etcd's --max-request-bytes default
+# etcd checks MAX_REQUEST_BYTES against the encoded request, after its gRPC layer took
+# messages of up to MAX_REQUEST_BYTES + 512 KiB. Our requests arrive as JSON, where base64
+# makes values 4/3 as long, so the body limit is that gRPC limit in base64 terms (plus
+# room for field names); the request itself is then measured as etcd measures it.
+MAX_BODY_BYTES = (MAX_REQUEST_BYTES + 512 * 1024) * 4 // 3 + 64 * 1024
+ERR_TOO_LARGE = "etcdserver: request is too large"
 SNAPSHOT_CHUNK = 32 * 1024
+
+VERSION = "3.4.0-kubelab"  # the etcd API version served, and who serves it
+CLUSTER_VERSION = "3.4.0"
 
 GRPC_INVALID_ARGUMENT = 3
 GRPC_DEADLINE_EXCEEDED = 4
@@ -73,7 +85,11 @@ GRPC_FAILED_PRECONDITION = 9
 GRPC_INTERNAL = 13
 GRPC_UNAVAILABLE = 14
 
-_HTTP_STATUS = {3: 400, 4: 504, 5: 404, 8: 429, 9: 400, 11: 400, 13: 500, 14: 503}
+# grpc-gateway's HTTPStatusFromCode, which etcd 3.4's gateway answers with.
+_HTTP_STATUS = {
+    1: 408, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 412, 10: 409,
+    11: 400, 12: 501, 13: 500, 14: 503, 15: 500, 16: 401,
+}  # fmt: skip
 
 
 class GatewayError(Exception):
@@ -90,8 +106,30 @@ def _error_response(code: int, message: str) -> web.Response:
     return web.json_response(_error_body(code, message), status=_HTTP_STATUS.get(code, 500))
 
 
+def _stream_error(code: int, message: str) -> bytes:
+    """An error inside a stream whose 200 has been sent: grpc-gateway's shape for it."""
+    status = _HTTP_STATUS.get(code, 500)
+    frame = {"grpc_code": code, "http_code": status, "message": message,
+             "http_status": HTTPStatus(status).phrase}  # fmt: skip
+    return json.dumps({"error": frame}).encode() + b"\n"
+
+
+class _NodeCounters(Collector):
+    """The node's tallies that etcd exposes as counters (its committed-proposals tally is
+    a gauge). A `Counter` cannot read a value kept elsewhere, hence a collector."""
+
+    def __init__(self, node: RaftNode) -> None:
+        self.node = node
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily("etcd_server_leader_changes_seen_total", "leader changes seen",
+                                  value=self.node.leader_changes)  # fmt: skip
+        yield CounterMetricFamily("etcd_server_proposals_failed_total", "proposals failed",
+                                  value=self.node.proposals_failed)  # fmt: skip
+
+
 class Metrics:
-    """Prometheus metrics, named like etcd's where etcd has one."""
+    """Prometheus metrics, named (and typed) like etcd's where etcd has one."""
 
     def __init__(self, store: Store) -> None:
         self.registry = CollectorRegistry()
@@ -106,12 +144,9 @@ class Metrics:
         Gauge("kubelab_store_raft_term", "current Raft term", registry=r).set_function(
             lambda: float(node.status().term)
         )
-        Gauge("etcd_server_leader_changes_seen_total", "leader changes seen",
-              registry=r).set_function(lambda: float(node.leader_changes))  # fmt: skip
+        r.register(_NodeCounters(node))
         Gauge("etcd_server_proposals_committed_total", "proposals committed",
               registry=r).set_function(lambda: float(node.proposals_committed))  # fmt: skip
-        Gauge("etcd_server_proposals_failed_total", "proposals failed",
-              registry=r).set_function(lambda: float(node.proposals_failed))  # fmt: skip
         Gauge("etcd_mvcc_db_total_size_in_bytes", "approximate store size",
               registry=r).set_function(lambda: float(store.sm.mvcc.size_bytes()))  # fmt: skip
         Gauge("etcd_debugging_mvcc_watcher_total", "watchers", registry=r).set_function(
@@ -191,12 +226,18 @@ class Store:
     # -- helpers -------------------------------------------------------------------
 
     def header(self, revision: int | None = None) -> dict[str, str]:
-        return {
+        """A response header as of `revision` (default: the current one). Revision 0 is
+        left out, as proto3 leaves out zeros: etcd's cluster calls and its compacted-watch
+        cancellation answer with such a header."""
+        out = {
             "cluster_id": str(member_id(("cluster", 0), self.node.config.cluster_token)),
             "member_id": str(self.node.id),
             "revision": str(self.sm.mvcc.revision if revision is None else revision),
             "raft_term": str(self.node.status().term),
         }
+        if revision == 0:
+            del out["revision"]
+        return out
 
     async def _read_body(self, request: web.Request) -> Any:
         raw = await request.read()
@@ -209,7 +250,10 @@ class Store:
 
     async def _write(self, req: mvcc.Request) -> Any:
         mvcc.check_request(req)  # refuse bad requests before they reach the log
-        return await self._propose(mvcc_command(req))
+        command = mvcc_command(req)
+        if len(command) > MAX_REQUEST_BYTES:
+            raise GatewayError(GRPC_INVALID_ARGUMENT, ERR_TOO_LARGE)
+        return await self._propose(command)
 
     async def _propose(self, command: bytes) -> Any:
         try:
@@ -270,15 +314,19 @@ class Store:
     # -- watch -----------------------------------------------------------------------
 
     async def watch(self, request: web.Request) -> web.StreamResponse:
-        """A bidirectional watch stream: WatchRequest objects in, `{"result": ...}` out."""
+        """A bidirectional watch stream: WatchRequest objects in, `{"result": ...}` out.
+
+        The 200 goes out with the first frame, so a malformed first request is answered
+        with a plain 400 error body; a malformed later one ends the stream with an error
+        frame, as etcd's gateway does.
+        """
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-        await resp.prepare(request)
-        out: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        out: asyncio.Queue[dict[str, Any] | gateway.BadRequest] = asyncio.Queue()
         watchers: dict[int, Watcher] = {}
         pumps: list[asyncio.Task[None]] = []
         next_id = 0
 
-        async def pump(wid: int, w: Watcher, progress: bool) -> None:
+        async def pump(wid: int, w: Watcher, progress: bool, created_at: int) -> None:
             while True:
                 timeout = self.progress_interval if progress else None
                 batch: WatchBatch | None = await self.hub.next_batch(w, timeout)
@@ -286,57 +334,67 @@ class Store:
                     out.put_nowait(self._watch_result(wid, {}))
                     continue
                 if batch.canceled:
+                    # etcd reports a compacted start revision with compact_revision and
+                    # a header without a revision (and no cancel_reason).
                     extra: dict[str, Any] = {"canceled": True}
+                    revision = None
                     if batch.compact_revision:
                         extra["compact_revision"] = str(batch.compact_revision)
-                    if batch.cancel_reason:
-                        extra["cancel_reason"] = batch.cancel_reason
-                    out.put_nowait(self._watch_result(wid, extra))
+                        revision = 0
+                    out.put_nowait(self._watch_result(wid, extra, revision))
                     watchers.pop(wid, None)
                     return
-                out.put_nowait(
-                    self._watch_result(
-                        wid,
-                        {"events": [gateway.event_json(e) for e in batch.events]},
-                        batch.events[-1].kv.mod_revision if batch.events else None,
-                    )
-                )
+                # etcd's header: the store's revision for history caught up on (events
+                # from before the watch was created), else the events' revision.
+                if batch.events[0].kv.mod_revision <= created_at:
+                    revision = batch.revision
+                else:
+                    revision = batch.events[-1].kv.mod_revision
+                events = [gateway.event_json(e) for e in batch.events]
+                out.put_nowait(self._watch_result(wid, {"events": events}, revision))
 
         async def read_requests() -> None:
             nonlocal next_id
-            async for obj in _json_objects(request):
-                if "create_request" in obj:
-                    c = obj["create_request"]
-                    key = gateway._bytes(c, "key")
-                    end = gateway._bytes(c, "range_end")
-                    filters = c.get("filters", []) or []
-                    wid = gateway._int(c, "watch_id") or next_id
-                    next_id = max(next_id, wid + 1)
-                    w = self.hub.create(
-                        key,
-                        end,
-                        gateway._int(c, "start_revision"),
-                        prev_kv=bool(c.get("prev_kv")),
-                        filter_put="NOPUT" in filters or 0 in filters,
-                        filter_delete="NODELETE" in filters or 1 in filters,
-                    )
-                    watchers[wid] = w
-                    out.put_nowait(self._watch_result(wid, {"created": True}))
-                    pumps.append(asyncio.create_task(pump(wid, w, bool(c.get("progress_notify")))))
-                elif "cancel_request" in obj:
-                    wid = gateway._int(obj["cancel_request"], "watch_id")
-                    cancelled = watchers.pop(wid, None)
-                    if cancelled is not None:
-                        self.hub.cancel(cancelled)
-                elif "progress_request" in obj:
-                    out.put_nowait(self._watch_result(-1, {}))
+            try:
+                async for obj in _json_objects(request):
+                    req = gateway.watch_request(obj)
+                    if isinstance(req, gateway.WatchCreate):
+                        wid = req.watch_id or next_id
+                        next_id = max(next_id, wid + 1)
+                        created_at = self.sm.mvcc.revision
+                        w = self.hub.create(
+                            req.key,
+                            req.range_end,
+                            req.start_revision,
+                            prev_kv=req.prev_kv,
+                            filter_put=req.filter_put,
+                            filter_delete=req.filter_delete,
+                        )
+                        watchers[wid] = w
+                        out.put_nowait(self._watch_result(wid, {"created": True}))
+                        pumps.append(
+                            asyncio.create_task(pump(wid, w, req.progress_notify, created_at))
+                        )
+                    elif isinstance(req, gateway.WatchCancel):
+                        cancelled = watchers.pop(req.watch_id, None)
+                        if cancelled is not None:
+                            self.hub.cancel(cancelled)
+                    else:
+                        out.put_nowait(self._watch_result(-1, {}))
+            except gateway.BadRequest as err:
+                out.put_nowait(err)
 
         reader = asyncio.create_task(read_requests())
         try:
             while True:
                 frame = await out.get()
-                if frame is None:
+                if isinstance(frame, gateway.BadRequest):
+                    if not resp.prepared:
+                        raise frame
+                    await resp.write(_stream_error(GRPC_INVALID_ARGUMENT, str(frame)))
                     break
+                if not resp.prepared:
+                    await resp.prepare(request)
                 await resp.write(json.dumps(frame).encode() + b"\n")
         except (ConnectionResetError, asyncio.CancelledError):
             pass
@@ -375,29 +433,37 @@ class Store:
 
     async def lease_keepalive(self, request: web.Request) -> web.StreamResponse:
         """A stream: one `{"result": {ID, TTL}}` per request object; TTL 0 (omitted) for
-        a lease that does not exist, as etcd answers."""
+        a lease that does not exist, as etcd answers. An error before the first answer is
+        a plain error response, one after it an error frame that ends the stream."""
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-        await resp.prepare(request)
-        async for obj in _json_objects(request):
-            lease_id = gateway.lease_id(obj)
-            result: dict[str, Any] = {"ID": str(lease_id)}
-            try:
-                ka = await self._propose(mvcc_command(mvcc.LeaseKeepAliveRequest(lease_id)))
-                result["TTL"] = str(ka.ttl)
-            except mvcc.LeaseNotFoundError:
-                pass
-            except GatewayError as err:
-                await resp.write(json.dumps({"error": _error_body(err.grpc_code, str(err))})
-                                 .encode() + b"\n")  # fmt: skip
-                break
-            frame = {"result": {"header": self.header(), **result}}
-            await resp.write(json.dumps(frame).encode() + b"\n")
+        try:
+            async for obj in _json_objects(request):
+                lease_id = gateway.lease_id(obj)
+                result: dict[str, Any] = {"ID": str(lease_id)}
+                try:
+                    ka = await self._propose(mvcc_command(mvcc.LeaseKeepAliveRequest(lease_id)))
+                    result["TTL"] = str(ka.ttl)
+                except mvcc.LeaseNotFoundError:
+                    pass
+                if not resp.prepared:
+                    await resp.prepare(request)
+                frame = {"result": {"header": self.header(), **result}}
+                await resp.write(json.dumps(frame).encode() + b"\n")
+        except (GatewayError, gateway.BadRequest) as err:
+            if not resp.prepared:
+                raise
+            code = err.grpc_code if isinstance(err, GatewayError) else GRPC_INVALID_ARGUMENT
+            await resp.write(_stream_error(code, str(err)))
+        if not resp.prepared:  # an empty request stream: an empty answer
+            await resp.prepare(request)
         return resp
 
     async def lease_timetolive(self, request: web.Request) -> web.Response:
         lease_id, with_keys = gateway.lease_timetolive(await self._read_body(request))
         await self._linearize()
-        out: dict[str, Any] = {"header": self.header(), "ID": str(lease_id)}
+        out: dict[str, Any] = {"header": self.header()}
+        if lease_id:  # proto3 leaves a zero ID out
+            out["ID"] = str(lease_id)
         lease = self.sm.mvcc.leases.get(lease_id)
         if lease is None:
             out["TTL"] = "-1"
@@ -432,9 +498,15 @@ class Store:
             out.append(m)
         return out
 
+    def _cluster_header(self) -> dict[str, str]:
+        """etcd's cluster service answers with a header that has no revision."""
+        return self.header(0)
+
     async def member_list(self, request: web.Request) -> web.Response:
         gateway._fields(await self._read_body(request), {"linearizable"}, "member list")
-        return web.json_response({"header": self.header(), "members": self._members_json()})
+        return web.json_response(
+            {"header": self._cluster_header(), "members": self._members_json()}
+        )
 
     async def _conf_change(
         self, kind: ConfChangeType, mid: int, addr: tuple[str, int] | None = None
@@ -468,7 +540,7 @@ class Store:
         if learner:
             member["isLearner"] = True
         return web.json_response(
-            {"header": self.header(), "member": member, "members": self._members_json()}
+            {"header": self._cluster_header(), "member": member, "members": self._members_json()}
         )
 
     async def member_remove(self, request: web.Request) -> web.Response:
@@ -476,7 +548,9 @@ class Store:
         if mid not in self.node.status().members:
             raise GatewayError(GRPC_NOT_FOUND, "etcdserver: member not found")
         await self._conf_change(ConfChangeType.REMOVE_NODE, mid)
-        return web.json_response({"header": self.header(), "members": self._members_json()})
+        return web.json_response(
+            {"header": self._cluster_header(), "members": self._members_json()}
+        )
 
     async def member_promote(self, request: web.Request) -> web.Response:
         mid = gateway.lease_id(await self._read_body(request), {"ID"}, "member promote")
@@ -488,7 +562,9 @@ class Store:
                 GRPC_FAILED_PRECONDITION, "etcdserver: can only promote a learner member"
             )
         await self._conf_change(ConfChangeType.ADD_NODE, mid, st.members[mid])
-        return web.json_response({"header": self.header(), "members": self._members_json()})
+        return web.json_response(
+            {"header": self._cluster_header(), "members": self._members_json()}
+        )
 
     # -- maintenance -----------------------------------------------------------------
 
@@ -497,7 +573,7 @@ class Store:
         st = self.node.status()
         out: dict[str, Any] = {
             "header": self.header(),
-            "version": "3.4.0-kubelab",
+            "version": VERSION,
             "dbSize": str(self.sm.mvcc.size_bytes()),
             "leader": str(st.leader),
             "raftIndex": str(st.commit),
@@ -512,20 +588,36 @@ class Store:
         return web.json_response(out)
 
     async def alarm(self, request: web.Request) -> web.Response:
-        body = gateway._fields(await self._read_body(request), {"action", "memberID", "alarm"},
-                               "alarm")  # fmt: skip
-        action = body.get("action", "GET")
-        if action in ("DEACTIVATE", 2):
-            await self._propose(alarm_command(False))
-        elif action not in ("GET", 0):
-            raise GatewayError(GRPC_INVALID_ARGUMENT, f"alarm: unsupported action {action!r}")
-        else:
+        """etcd's Alarm call: GET lists the raised alarms (every type for NONE), ACTIVATE
+        and DEACTIVATE answer with the alarm they changed. Like etcd's, the answer has no
+        header.
+
+        Alarms here are cluster-wide state, raised by every member at the same log index,
+        so they are listed under the answering member's ID and a DEACTIVATE matches any
+        memberID. Only NOSPACE exists: activating CORRUPT is refused.
+        """
+        action, _member, alarm = gateway.alarm_request(await self._read_body(request))
+        alarms: list[str]  # listed, or changed
+        if action is gateway.AlarmAction.GET:
             await self._linearize()
-        out: dict[str, Any] = {"header": self.header()}
-        if self.sm.alarms:
-            out["alarms"] = [
-                {"memberID": str(self.node.id), "alarm": a} for a in sorted(self.sm.alarms)
-            ]
+            raised = sorted(self.sm.alarms)
+            alarms = (
+                raised
+                if alarm is gateway.AlarmType.NONE
+                else [a for a in raised if a == alarm.name]
+            )
+        elif alarm is gateway.AlarmType.NONE:
+            alarms = []  # etcd: activating or deactivating no alarm does nothing
+        elif action is gateway.AlarmAction.ACTIVATE and alarm is not gateway.AlarmType.NOSPACE:
+            raise GatewayError(
+                GRPC_INVALID_ARGUMENT, f"alarm: kubelab's store has no {alarm.name} alarm"
+            )
+        else:
+            activate = action is gateway.AlarmAction.ACTIVATE
+            alarms = await self._propose(alarm_command(activate, alarm.name))
+        out: dict[str, Any] = {}
+        if alarms:
+            out["alarms"] = [{"memberID": str(self.node.id), "alarm": a} for a in alarms]
         return web.json_response(out)
 
     async def snapshot(self, request: web.Request) -> web.StreamResponse:
@@ -545,15 +637,21 @@ class Store:
         return resp
 
     async def defragment(self, request: web.Request) -> web.Response:
-        return web.json_response({"header": self.header()})
+        """Nothing to defragment (compaction frees memory at once); etcd's answer to a
+        defragment has no header."""
+        return web.json_response({})
 
     async def health(self, request: web.Request) -> web.Response:
+        """etcd 3.4's answer, plus a `reason` when unhealthy (as etcd 3.5 gives one)."""
         st = self.node.status()
         if not st.leader:
             return web.json_response({"health": "false", "reason": "RAFT NO LEADER"}, status=503)
         if NOSPACE in self.sm.alarms:
             return web.json_response({"health": "false", "reason": "ALARM NOSPACE"}, status=503)
-        return web.json_response({"health": "true", "reason": ""})
+        return web.json_response({"health": "true"})
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response({"etcdserver": VERSION, "etcdcluster": CLUSTER_VERSION})
 
     async def metrics_endpoint(self, request: web.Request) -> web.Response:
         data = prometheus_client.generate_latest(self.metrics.registry)
@@ -577,16 +675,14 @@ class Store:
             except gateway.BadRequest as err:
                 response = _error_response(GRPC_INVALID_ARGUMENT, str(err))
             except web.HTTPRequestEntityTooLarge:
-                response = _error_response(
-                    GRPC_INVALID_ARGUMENT, "etcdserver: request is too large"
-                )
+                response = _error_response(GRPC_INVALID_ARGUMENT, ERR_TOO_LARGE)
             except StoreStorageError as exc:
                 log.error("store: storage failure: %s", exc)
                 response = _error_response(GRPC_INTERNAL, str(exc))
             self.metrics.requests.labels(request.path, str(response.status)).inc()
             return response
 
-        app = web.Application(middlewares=[errors], client_max_size=MAX_REQUEST_BYTES)
+        app = web.Application(middlewares=[errors], client_max_size=MAX_BODY_BYTES)
         routes = {
             "/v3/kv/range": self.range,
             "/v3/kv/put": self.put,
@@ -614,6 +710,7 @@ class Store:
         for path, handler in routes.items():
             app.router.add_post(path, handler)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/version", self.version)
         app.router.add_get("/metrics", self.metrics_endpoint)
         return app
 

@@ -90,12 +90,15 @@ class StoreStateMachine:
         except (ValueError, TypeError) as exc:
             raise mvcc.CorruptDataError(f"undecodable entry at index {index}: {exc}") from exc
         if kind == "alarm":
+            # Answered as etcd's AlarmResponse: the alarm changed, which an activation
+            # always names and a deactivation only if the alarm was raised.
             activate, alarm = payload
+            changed = activate or alarm in self.alarms
             if activate:
                 self.alarms.add(alarm)
             else:
                 self.alarms.discard(alarm)
-            return sorted(self.alarms)
+            return [alarm] if changed else []
         if grows and NOSPACE in self.alarms:
             raise NoSpaceError()
         result = self.mvcc.apply(index, payload)
