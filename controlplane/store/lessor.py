@@ -68,11 +68,12 @@ class Lessor:
         self._revoking.clear()
 
     def remaining(self, lease_id: int) -> int:
-        """Seconds left (rounded up), -1 for an unknown lease, as etcd's TimeToLive."""
+        """Whole seconds left (truncated, as etcd's TimeToLive reports them: 9 right after
+        granting a 10 s lease), -1 for an unknown lease."""
         deadline = self._deadline.get(lease_id)
         if deadline is None:
             return -1
-        return max(0, math.ceil(deadline - self._clock()))
+        return max(0, int(deadline - self._clock()))
 
     def ttl(self, lease_id: int) -> int:
         return self._ttl.get(lease_id, -1)

@@ -172,6 +172,7 @@ class Store:
         self.sm = StoreStateMachine(quota_bytes=quota_bytes, min_lease_ttl=min_ttl)
         self.node = RaftNode(config, self.sm)
         self.hub = WatchHub(self.sm.mvcc)
+        self._streams: set[asyncio.Queue[Any]] = set()
         self.lessor = Lessor(min_ttl)
         self.progress_interval = progress_interval
         self.metrics = Metrics(self)
@@ -189,7 +190,15 @@ class Store:
             self.lessor.granted(lease_id, ttl)
 
     def _on_restore(self) -> None:
+        """A snapshot replaced the state: reset lease deadlines, and make every watcher
+        reread the history it has not seen (the revisions the snapshot skipped)."""
         self.lessor.reset((lid, lease.ttl) for lid, lease in self.sm.mvcc.leases.items())
+        self.hub.resync_all()
+
+    def close_streams(self) -> None:
+        """End every open watch stream, so a shutdown does not wait on them."""
+        for out in self._streams:
+            out.put_nowait(None)
 
     def _on_leader_change(self, lead: int) -> None:
         if lead == self.node.id:
@@ -321,7 +330,9 @@ class Store:
         frame, as etcd's gateway does.
         """
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-        out: asyncio.Queue[dict[str, Any] | gateway.BadRequest] = asyncio.Queue()
+        # None in the queue ends the stream: the member is shutting down.
+        out: asyncio.Queue[dict[str, Any] | gateway.BadRequest | None] = asyncio.Queue()
+        self._streams.add(out)
         watchers: dict[int, Watcher] = {}
         pumps: list[asyncio.Task[None]] = []
         next_id = 0
@@ -388,6 +399,8 @@ class Store:
         try:
             while True:
                 frame = await out.get()
+                if frame is None:
+                    break
                 if isinstance(frame, gateway.BadRequest):
                     if not resp.prepared:
                         raise frame
@@ -399,6 +412,7 @@ class Store:
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
+            self._streams.discard(out)
             reader.cancel()
             for task in pumps:
                 task.cancel()
@@ -877,6 +891,7 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("store[%s]: shutting down", args.name)
+    store.close_streams()
     await runner.cleanup()
     await store.stop()
 

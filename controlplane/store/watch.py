@@ -54,7 +54,6 @@ class WatchBatch:
     events: list[Event] = field(default_factory=list)
     canceled: bool = False
     compact_revision: int = 0
-    cancel_reason: str = ""
 
 
 @dataclass
@@ -120,6 +119,12 @@ class WatchHub:
         for w in list(self._watchers.values()):
             self.cancel(w)
 
+    def resync_all(self) -> None:
+        """The store was replaced by a snapshot: every watcher rereads its history."""
+        for w in self._watchers.values():
+            w.resync = True
+            w.wakeup.set()
+
     def _catch_up(self, w: Watcher) -> None:
         """Queue the store's history from `w.next_revision` on."""
         try:
@@ -129,7 +134,6 @@ class WatchHub:
                 self.store.revision,
                 canceled=True,
                 compact_revision=self.store.compact_revision,
-                cancel_reason="etcdserver: mvcc: required revision has been compacted",
             )
             w.pending.clear()
             self._watchers.pop(w.id, None)

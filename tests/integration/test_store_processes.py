@@ -10,6 +10,7 @@ write that was acknowledged must be readable, linearizably, from every member.
 from __future__ import annotations
 
 import random
+import signal
 import subprocess
 import threading
 import time
@@ -20,6 +21,7 @@ import pytest
 import requests
 
 from controlplane.store.localcluster import LocalCluster
+from kubelab.storeclient import StoreClient
 
 
 @pytest.fixture
@@ -178,3 +180,16 @@ def test_lagging_follower_catches_up_from_a_snapshot_and_restarts_from_it(
         assert snaps, "the follower saved no snapshot"
     finally:
         cluster.stop_all()
+
+
+def test_a_member_with_open_watches_stops_promptly_on_sigterm(cluster: LocalCluster) -> None:
+    """A graceful stop ends the watch streams first; it used to wait on them forever."""
+    cluster.wait_leader()
+    member = cluster.members[0]
+    cluster.wait_serving(member)
+    watch = StoreClient([member.client_url]).watch("x", prefix=True)
+    assert next(iter(watch)).created
+    started = time.monotonic()
+    cluster.kill(member, signal.SIGTERM)
+    assert time.monotonic() - started < 10
+    watch.close()
