@@ -60,6 +60,7 @@ soak: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.raft_runtime
+	$(BIN)/python -m bench.store
 
 up: $(STAMP)
 	$(BIN)/python -m controlplane.store.localcluster up --dir $(LAB_DIR) --members 3
