@@ -78,9 +78,14 @@ class RawNode:
     def propose(self, data: bytes) -> None:
         """Append `data` to the log through the leader. Raises ProposalDroppedError if
         there is no leader to take it; acceptance is not commitment."""
-        self.raft.step(
-            Message(MessageType.PROP, frm=self.raft.id, entries=(Entry(0, 0, data=data),))
-        )
+        self.propose_batch([data])
+
+    def propose_batch(self, datas: list[bytes]) -> None:
+        """Propose several entries at once: the leader appends and replicates them as one
+        batch. All are accepted or, with ProposalDroppedError, none."""
+        if datas:
+            entries = tuple(Entry(0, 0, data=d) for d in datas)
+            self.raft.step(Message(MessageType.PROP, frm=self.raft.id, entries=entries))
 
     def propose_conf_change(self, cc: ConfChange) -> None:
         """Propose a membership change. Only the leader accepts one (so that a pending
