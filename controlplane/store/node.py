@@ -270,7 +270,19 @@ class RaftNode:
             await self._transport.stop()
         if self._wal is not None:
             self._wal.close()
-        self._fail_all(ProposalDroppedError(f"{self._tag}: member is shutting down"))
+        # Writes still queued never reached the log: they did not happen. The others may
+        # be in the log already, so their outcome is unknown, not "dropped".
+        for req_id, _ in self._proposals:
+            fut = self._pending.pop(req_id, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(ProposalDroppedError(f"{self._tag}: member is shutting down"))
+        self._proposals = []
+        self._fail_all(
+            StoreTimeoutError(
+                f"{self._tag}: member is shutting down; the request may or may not have been "
+                "applied"
+            )
+        )
         log.info("%s: stopped", self._tag)
 
     def _bootstrap(self, wal_dir: Path) -> None:
