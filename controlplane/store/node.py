@@ -73,6 +73,10 @@ from controlplane.store.wal import WAL, StoreStorageError
 log = logging.getLogger(__name__)
 
 
+STOP_TIMEOUT = 30.0
+"""How long `stop()` waits for the Raft loop to finish the Ready it is persisting."""
+
+
 class StoreTimeoutError(TimeoutError):
     """A request did not complete in time. A write may or may not have been applied."""
 
@@ -259,16 +263,33 @@ class RaftNode:
         return {member_id(a, token): a for a in self.config.initial_cluster.values()}
 
     async def stop(self) -> None:
+        """Stop cooperatively: the Raft loop finishes the Ready in hand (its fsync runs
+        in a worker thread, which cancelling the task would not stop) and exits, and
+        only then is the WAL closed; closing it under a running fsync corrupted it."""
         self._stopping = True
         self._wakeup.set()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
+        run_loop, ticker = self._tasks if self._tasks else (None, None)
+        if ticker is not None:
+            ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await ticker
+        loop_done = True
+        if run_loop is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(run_loop), STOP_TIMEOUT)
+            except TimeoutError:
+                loop_done = False
+                log.error(
+                    "%s: the raft loop did not stop in %ss (a stuck fsync?); leaving the WAL open",
+                    self._tag,
+                    STOP_TIMEOUT,
+                )
+                run_loop.cancel()
+            except Exception:  # a fatal storage error already logged by the loop
+                pass
         if self._transport is not None:
             await self._transport.stop()
-        if self._wal is not None:
+        if self._wal is not None and loop_done:
             self._wal.close()
         # Writes still queued never reached the log: they did not happen. The others may
         # be in the log already, so their outcome is unknown, not "dropped".
@@ -349,7 +370,7 @@ class RaftNode:
             while not self._stopping:
                 await self._wakeup.wait()
                 self._wakeup.clear()
-                while True:
+                while not self._stopping:
                     # Proposals that arrived meanwhile (e.g. during the last fsync)
                     # enter the log together: one append per follower for the batch.
                     self._flush_proposals()
