@@ -271,16 +271,32 @@ def cmd_up(directory: Path, size: int) -> None:
         lead = cluster.wait_leader(timeout=30, among=cluster.members)
     except TimeoutError as exc:
         raise SystemExit(f"kubelab store did not come up: {exc}") from None
+    _check_started(cluster, directory)
     print(f"==> ready: leader is {lead.name}")
     endpoints = ",".join(m.client_url for m in cluster.members)
-    print("\nReach it with etcd's v3 JSON API, e.g.:")
-    print(
-        f"  curl -s {cluster.members[0].client_url}/v3/kv/put "
-        '-d \'{"key":"Zm9v","value":"YmFy"}\''
-    )
+    print("\nReach it with labctl (etcdctl's verbs) or etcd's v3 JSON API, e.g.:")
+    print("  .venv/bin/labctl store put foo bar")
+    print("  .venv/bin/labctl store endpoint status -w table")
     print(f'  curl -s {cluster.members[0].client_url}/v3/kv/range -d \'{{"key":"Zm9v"}}\'')
     print(f"Endpoints: {endpoints}")
     print(f"Logs: {directory}/store-*.log    Stop: make down")
+
+
+def _check_started(cluster: LocalCluster, directory: Path, grace: float = 2.0) -> None:
+    """Fail if a member this command started has exited: something else answering on its
+    ports (another store, an etcd) would otherwise pass for the lab."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        for m in cluster.members:
+            if m.process is not None and m.process.poll() is not None:
+                log = (directory / f"{m.name}.log").read_text().strip().splitlines()
+                cluster.stop_all()  # leave nothing half-started behind
+                raise SystemExit(
+                    f"kubelab store did not come up: {m.name} exited ({log[-1] if log else ''})"
+                    f"; is another store or etcd using ports {m.client_port}/{m.peer_port}? "
+                    "Stop it (make down stops this lab) and run make up again"
+                )
+        time.sleep(0.1)
 
 
 def _pid_alive(pid: int) -> bool:
