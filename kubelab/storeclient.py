@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 from urllib.parse import urlsplit
 
 import requests
@@ -328,18 +328,13 @@ class LeaseGrant(Response):
     ttl: int
 
     @classmethod
-    def parse(cls, d: dict[str, Any]) -> LeaseGrant:
+    def parse(cls, d: dict[str, Any]) -> Self:
         return cls(Header.parse(d), _int(d, "ID"), _int(d, "TTL"), raw=d)
 
 
 @dataclass(frozen=True)
-class LeaseKeepAlive(Response):
-    id: int
-    ttl: int
-
-    @classmethod
-    def parse(cls, d: dict[str, Any]) -> LeaseKeepAlive:
-        return cls(Header.parse(d), _int(d, "ID"), _int(d, "TTL"), raw=d)
+class LeaseKeepAlive(LeaseGrant):
+    """A keep-alive's answer: the same fields as a grant's (the TTL granted again)."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ class BadRequest(ValueError):
 # -- decoding requests ----------------------------------------------------------------
 
 
-def _fields(body: Any, allowed: set[str], where: str) -> dict[str, Any]:
+def fields(body: Any, allowed: set[str], where: str) -> dict[str, Any]:
+    """`body` as an object with only `allowed` keys; BadRequest naming the rest."""
     if not isinstance(body, dict):
         raise BadRequest(f"{where}: expected a JSON object")
     unknown = sorted(set(body) - allowed)
@@ -89,7 +90,7 @@ RANGE_FIELDS = {
 
 def range_request(body: Any) -> tuple[mvcc.RangeRequest, bool]:
     """The request, and whether the client asked for a serializable read."""
-    b = _fields(body, RANGE_FIELDS, "range")
+    b = fields(body, RANGE_FIELDS, "range")
     req = mvcc.RangeRequest(
         key=_bytes(b, "key"),
         range_end=_bytes(b, "range_end"),
@@ -108,7 +109,7 @@ def range_request(body: Any) -> tuple[mvcc.RangeRequest, bool]:
 
 
 def put_request(body: Any) -> mvcc.PutRequest:
-    b = _fields(body, {"key", "value", "lease", "prev_kv", "ignore_value", "ignore_lease"}, "put")
+    b = fields(body, {"key", "value", "lease", "prev_kv", "ignore_value", "ignore_lease"}, "put")
     return mvcc.PutRequest(
         key=_bytes(b, "key"),
         value=_bytes(b, "value"),
@@ -120,13 +121,13 @@ def put_request(body: Any) -> mvcc.PutRequest:
 
 
 def delete_request(body: Any) -> mvcc.DeleteRangeRequest:
-    b = _fields(body, {"key", "range_end", "prev_kv"}, "deleterange")
+    b = fields(body, {"key", "range_end", "prev_kv"}, "deleterange")
     return mvcc.DeleteRangeRequest(_bytes(b, "key"), _bytes(b, "range_end"), _bool(b, "prev_kv"))
 
 
 def _compare(body: Any) -> mvcc.Compare:
     targets = {"version", "create_revision", "mod_revision", "value", "lease"}
-    b = _fields(body, {"result", "target", "key", "range_end"} | targets, "compare")
+    b = fields(body, {"result", "target", "key", "range_end"} | targets, "compare")
     target = _enum(b, "target", mvcc.CompareTarget)
     value: int | bytes
     if target is mvcc.CompareTarget.VALUE:
@@ -150,7 +151,7 @@ def _compare(body: Any) -> mvcc.Compare:
 
 def _request_op(body: Any) -> mvcc.RequestOp:
     kinds = {"request_range", "request_put", "request_delete_range", "request_txn"}
-    b = _fields(body, kinds, "request op")
+    b = fields(body, kinds, "request op")
     if len(b) != 1:
         raise BadRequest(f"request op: exactly one of {sorted(kinds)} is needed")
     kind, inner = next(iter(b.items()))
@@ -164,7 +165,7 @@ def _request_op(body: Any) -> mvcc.RequestOp:
 
 
 def txn_request(body: Any) -> mvcc.TxnRequest:
-    b = _fields(body, {"compare", "success", "failure"}, "txn")
+    b = fields(body, {"compare", "success", "failure"}, "txn")
     lists = {}
     for name in ("compare", "success", "failure"):
         value = b.get(name, [])
@@ -214,17 +215,17 @@ def _is_filter(value: Any) -> bool:
 def watch_request(body: Any) -> WatchCreate | WatchCancel | WatchProgress:
     """One request of a watch stream. `fragment` is accepted and has no effect: responses
     are never split, which a client that asked for fragments reads just as well."""
-    b = _fields(body, {"create_request", "cancel_request", "progress_request"}, "watch")
+    b = fields(body, {"create_request", "cancel_request", "progress_request"}, "watch")
     if len(b) != 1:
         raise BadRequest("watch: exactly one of create_request, cancel_request or "
                          "progress_request is needed")  # fmt: skip
     if "cancel_request" in b:
-        return WatchCancel(_int(_fields(b["cancel_request"], {"watch_id"}, "cancel_request"),
+        return WatchCancel(_int(fields(b["cancel_request"], {"watch_id"}, "cancel_request"),
                                 "watch_id"))  # fmt: skip
     if "progress_request" in b:
-        _fields(b["progress_request"], set(), "progress_request")
+        fields(b["progress_request"], set(), "progress_request")
         return WatchProgress()
-    c = _fields(b["create_request"], WATCH_CREATE_FIELDS, "create_request")
+    c = fields(b["create_request"], WATCH_CREATE_FIELDS, "create_request")
     filters = c.get("filters") or []
     if not isinstance(filters, list) or not all(_is_filter(f) for f in filters):
         raise BadRequest("filters: must be a list of NOPUT and NODELETE (or 0 and 1)")
@@ -243,7 +244,7 @@ def watch_request(body: Any) -> WatchCreate | WatchCancel | WatchProgress:
 
 
 def compaction_request(body: Any) -> mvcc.CompactionRequest:
-    b = _fields(body, {"revision", "physical"}, "compaction")
+    b = fields(body, {"revision", "physical"}, "compaction")
     return mvcc.CompactionRequest(_int(b, "revision"), _bool(b, "physical"))
 
 
@@ -261,23 +262,23 @@ class AlarmType(enum.IntEnum):
 
 def alarm_request(body: Any) -> tuple[AlarmAction, int, AlarmType]:
     """(action, memberID, alarm) of an AlarmRequest."""
-    b = _fields(body, {"action", "memberID", "alarm"}, "alarm")
+    b = fields(body, {"action", "memberID", "alarm"}, "alarm")
     return _enum(b, "action", AlarmAction), _int(b, "memberID"), _enum(b, "alarm", AlarmType)
 
 
 def lease_id(body: Any, allowed: set[str] | None = None, where: str = "lease") -> int:
-    b = _fields(body, allowed or {"ID"}, where)
+    b = fields(body, allowed or {"ID"}, where)
     return _int(b, "ID")
 
 
 def lease_grant(body: Any) -> tuple[int, int]:
     """(requested TTL, requested ID or 0)."""
-    b = _fields(body, {"TTL", "ID"}, "lease grant")
+    b = fields(body, {"TTL", "ID"}, "lease grant")
     return _int(b, "TTL"), _int(b, "ID")
 
 
 def lease_timetolive(body: Any) -> tuple[int, bool]:
-    b = _fields(body, {"ID", "keys"}, "lease timetolive")
+    b = fields(body, {"ID", "keys"}, "lease timetolive")
     return _int(b, "ID"), _bool(b, "keys")
 
 

@@ -719,6 +719,16 @@ class RaftNode:
 
     # -- inspection ----------------------------------------------------------------
 
+    @property
+    def term(self) -> int:
+        """The current Raft term (cheap: response headers read it on every request)."""
+        return self.raw.raft.term
+
+    @property
+    def leader(self) -> int:
+        """The leader this member knows of, 0 if none."""
+        return self.raw.raft.lead
+
     def status(self) -> NodeStatus:
         st = self.raw.status()
         return NodeStatus(

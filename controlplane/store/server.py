@@ -136,13 +136,13 @@ class Metrics:
         r = self.registry
         node = store.node
         Gauge("etcd_server_has_leader", "1 if a leader exists", registry=r).set_function(
-            lambda: 1.0 if node.status().leader else 0.0
+            lambda: 1.0 if node.leader else 0.0
         )
         Gauge("etcd_server_is_leader", "1 if this member leads", registry=r).set_function(
-            lambda: 1.0 if node.status().leader == node.id else 0.0
+            lambda: 1.0 if node.leader == node.id else 0.0
         )
         Gauge("kubelab_store_raft_term", "current Raft term", registry=r).set_function(
-            lambda: float(node.status().term)
+            lambda: float(node.term)
         )
         r.register(_NodeCounters(node))
         Gauge("etcd_server_proposals_committed_total", "proposals committed",
@@ -172,6 +172,9 @@ class Store:
         self.sm = StoreStateMachine(quota_bytes=quota_bytes, min_lease_ttl=min_ttl)
         self.node = RaftNode(config, self.sm)
         self.hub = WatchHub(self.sm.mvcc)
+        # Header fields that never change, rendered once (every response carries them).
+        self._cluster_id = str(member_id(("cluster", 0), config.cluster_token))
+        self._member_id = str(self.node.id)
         self._streams: set[asyncio.Queue[Any]] = set()
         self.lessor = Lessor(min_ttl)
         self.progress_interval = progress_interval
@@ -208,7 +211,7 @@ class Store:
         """The leader revokes expired leases (their keys are deleted in one revision)."""
         while True:
             await asyncio.sleep(0.5)
-            if self.node.status().leader != self.node.id:
+            if self.node.leader != self.node.id:
                 continue
             for lease_id in self.lessor.expired():
                 log.info("store: lease %x expired; revoking it", lease_id)
@@ -239,10 +242,10 @@ class Store:
         left out, as proto3 leaves out zeros: etcd's cluster calls and its compacted-watch
         cancellation answer with such a header."""
         out = {
-            "cluster_id": str(member_id(("cluster", 0), self.node.config.cluster_token)),
-            "member_id": str(self.node.id),
+            "cluster_id": self._cluster_id,
+            "member_id": self._member_id,
             "revision": str(self.sm.mvcc.revision if revision is None else revision),
-            "raft_term": str(self.node.status().term),
+            "raft_term": str(self.node.term),
         }
         if revision == 0:
             del out["revision"]
@@ -489,7 +492,7 @@ class Store:
         return web.json_response(out)
 
     async def lease_leases(self, request: web.Request) -> web.Response:
-        gateway._fields(await self._read_body(request), set(), "lease leases")
+        gateway.fields(await self._read_body(request), set(), "lease leases")
         await self._linearize()
         out: dict[str, Any] = {"header": self.header()}
         ids = self.sm.mvcc.lease_ids()
@@ -517,7 +520,7 @@ class Store:
         return self.header(0)
 
     async def member_list(self, request: web.Request) -> web.Response:
-        gateway._fields(await self._read_body(request), {"linearizable"}, "member list")
+        gateway.fields(await self._read_body(request), {"linearizable"}, "member list")
         return web.json_response(
             {"header": self._cluster_header(), "members": self._members_json()}
         )
@@ -535,7 +538,7 @@ class Store:
             raise GatewayError(GRPC_DEADLINE_EXCEEDED, f"etcdserver: {exc}") from None
 
     async def member_add(self, request: web.Request) -> web.Response:
-        body = gateway._fields(await self._read_body(request), {"peerURLs", "isLearner"},
+        body = gateway.fields(await self._read_body(request), {"peerURLs", "isLearner"},
                                "member add")  # fmt: skip
         urls = body.get("peerURLs") or []
         if not isinstance(urls, list) or not urls:
@@ -583,7 +586,7 @@ class Store:
     # -- maintenance -----------------------------------------------------------------
 
     async def status(self, request: web.Request) -> web.Response:
-        gateway._fields(await self._read_body(request), set(), "status")
+        gateway.fields(await self._read_body(request), set(), "status")
         st = self.node.status()
         out: dict[str, Any] = {
             "header": self.header(),
