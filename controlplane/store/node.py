@@ -73,7 +73,7 @@ from controlplane.store.wal import WAL, StoreStorageError
 log = logging.getLogger(__name__)
 
 
-STOP_TIMEOUT = 30.0
+STOP_TIMEOUT = 5.0
 """How long `stop()` waits for the Raft loop to finish the Ready it is persisting."""
 
 

@@ -881,7 +881,10 @@ async def serve(args: argparse.Namespace) -> None:
     )
     await store.start()
     # Cancel handlers whose client went away, so abandoned watches are cleaned up.
-    runner = web.AppRunner(store.app(), access_log=None, handler_cancellation=True)
+    # A bounded graceful stop: in-flight requests get a few seconds, not aiohttp's 60.
+    runner = web.AppRunner(
+        store.app(), access_log=None, handler_cancellation=True, shutdown_timeout=5.0
+    )
     await runner.setup()
     ssl_ctx = client_ssl_context(args)
     for url in args.listen_client_urls.split(","):
@@ -896,6 +899,7 @@ async def serve(args: argparse.Namespace) -> None:
     log.info("store[%s]: shutting down", args.name)
     store.close_streams()
     await runner.cleanup()
+    log.info("store[%s]: client API closed; stopping the member", args.name)
     await store.stop()
 
 
