@@ -5,6 +5,13 @@ transport and a state machine, and runs the Ready loop of `rawnode`:
 
     persist (WAL, fsync with group commit) -> send -> apply -> advance
 
+except that a leader sends first (Raft thesis 10.2.1): its appends travel and the
+followers write them while it writes its own copy. That is safe because nothing counts
+its copy before it is durable: acknowledgements stepped during the fsync can move the
+commit index, but committed entries (and the commit index in messages) leave only in
+the next Ready, which comes after this one's fsync. A follower still persists before it
+sends, since its acknowledgements and vote grants are promises about its disk.
+
 Group commit falls out of the loop's shape: the fsync runs in a worker thread, and
 while it does the event loop keeps accepting proposals and peer messages into the core;
 they all leave in the next Ready and share the next fsync.
@@ -377,8 +384,12 @@ class RaftNode:
                     if not self.raw.has_ready():
                         break
                     rd = self.raw.ready()
+                    leading = self.raw.raft.state is StateType.LEADER
+                    if leading:
+                        self._send(rd.messages)
                     await loop.run_in_executor(None, self._persist, rd)
-                    self._send(rd.messages)
+                    if not leading:
+                        self._send(rd.messages)
                     self._apply(rd)
                     self.raw.advance(rd)
                     self._maybe_snapshot()

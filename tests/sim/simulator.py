@@ -67,7 +67,9 @@ data it promises about lets a crash make the promise false (a node could vote tw
 one term, or a leader count an acknowledgement for entries no disk holds). Then it
 applies the committed entries (conf changes through ``apply_conf_change``) and calls
 ``advance``. The invariants check the consequence directly: no node ever grants its
-vote to two candidates in one term.
+vote to two candidates in one term. A leader is the exception, as in the real node: it
+sends its messages first and writes its own copy meanwhile (Raft thesis 10.2.1), so a
+leader that crashes before its fsync has sent entries it then loses.
 
 Membership. An operator (:class:`_MembershipChange`) removes a voter (any voter, the
 leader included), leaves it running for a while (a removed node must not disrupt the
@@ -752,6 +754,12 @@ class Simulation:
         if rd.hard_state is not None:
             self.checker.on_commit(node.id, raft, rd.hard_state.commit)
 
+        # 0. A leader's appends leave before its own write (see the module doc).
+        leading = raft.state is StateType.LEADER
+        if leading:
+            for m in rd.messages:
+                self._send(node, m)
+
         # 1. Persist: to the write buffer, and to the in-memory view of the log.
         if rd.hard_state is not None or rd.snapshot is not None or rd.entries:
             node.disk.write(_WriteBatch(rd.hard_state, rd.snapshot, list(rd.entries)))
@@ -767,9 +775,10 @@ class Simulation:
         if self._crash_at(node, CrashPoint.BEFORE_SEND):
             return
 
-        # 2. Only now may the messages leave: what they promise is on disk.
-        for m in rd.messages:
-            self._send(node, m)
+        # 2. Only now may a follower's messages leave: what they promise is on disk.
+        if not leading:
+            for m in rd.messages:
+                self._send(node, m)
         if self._crash_at(node, CrashPoint.BEFORE_APPLY):
             return
 
