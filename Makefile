@@ -11,7 +11,7 @@ LAB_DIR ?= .lab
 .PHONY: help venv lint typecheck test test-fast soak bench up down status clean
 
 help:
-	@echo "make up        start a local 3-member kubelab store in $(LAB_DIR)/ and print how to reach it"
+	@echo "make up        start a local control plane in $(LAB_DIR)/ (3-member store, apiserver) and print how to use kubectl"
 	@echo "make down      stop it"
 	@echo "make test      lint, type-check and run the test suite"
 	@echo "make soak      long deterministic-simulation soak (many more seeds)"
@@ -63,13 +63,15 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.store
 
 up: $(STAMP)
-	$(BIN)/python -m controlplane.store.localcluster up --dir $(LAB_DIR) --members 3
+	$(BIN)/python -m controlplane.store.localcluster up --dir $(LAB_DIR)/store --members 3
+	$(BIN)/python -m controlplane.localplane up --dir $(LAB_DIR)
 
 down: $(STAMP)
-	$(BIN)/python -m controlplane.store.localcluster down --dir $(LAB_DIR)
+	$(BIN)/python -m controlplane.localplane down --dir $(LAB_DIR)
+	$(BIN)/python -m controlplane.store.localcluster down --dir $(LAB_DIR)/store
 
 status: $(STAMP)
-	$(BIN)/python -m controlplane.store.localcluster status --dir $(LAB_DIR)
+	$(BIN)/python -m controlplane.store.localcluster status --dir $(LAB_DIR)/store
 
 clean:
 	rm -rf $(VENV) $(LAB_DIR) .mypy_cache .ruff_cache .pytest_cache

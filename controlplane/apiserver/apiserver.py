@@ -1,0 +1,280 @@
+"""The apiserver's parts, put together: configuration, store, watch cache, registry, the
+request chain (authn, authz, admission), metrics, audit, and the start-up hooks.
+
+Start-up, as kube-apiserver's post-start hooks do it:
+
+1. connect to the store and fill the watch cache (list ``/registry/``, then watch);
+2. create what a cluster cannot work without, if missing: the namespaces ``default``,
+   ``kube-system``, ``kube-public`` and ``kube-node-lease``; the RBAC bootstrap policy
+   (default ClusterRoles and bindings); the ``kubernetes`` Service (the first address of
+   the service range) and its Endpoints, pointing at this apiserver.
+
+``/readyz`` reports ready only after both; ``/livez`` only checks that the process can
+answer and reach the store.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flask import Response
+
+from kubelab import storeclient
+from kubelab.api import errors
+from kubelab.api.resources import RESOURCES, Resource, lookup
+
+from .admission import SYSTEM_NAMESPACES, Chain
+from .audit import AuditLog
+from .authn import Authenticator, TokenIssuer, UserInfo, load_token_file
+from .authz import BOOTSTRAP_POLICY, Authorizer
+from .metrics import Metrics
+from .registry import Registry
+from .requestinfo import RequestInfo
+from .services import ServiceAllocator
+from .storage import KeyExists, Storage
+from .watchcache import Cacher
+
+log = logging.getLogger("kubelab.apiserver")
+
+KUBERNETES_VERSION = {
+    "major": "1",
+    "minor": "37",
+    "gitVersion": "v1.37.0-kubelab",
+    "gitCommit": "kubelab",
+    "gitTreeState": "clean",
+    "buildDate": "2026-11-01T00:00:00Z",
+    "goVersion": "python3",
+    "compiler": "cpython",
+    "platform": "linux/amd64",
+}
+SYSTEM = UserInfo("system:apiserver", groups=("system:masters",))
+
+
+@dataclass
+class Config:
+    etcd_servers: list[str]
+    etcd_cafile: Path | None = None
+    etcd_certfile: Path | None = None
+    etcd_keyfile: Path | None = None
+    advertise_address: str = "127.0.0.1"
+    secure_port: int = 6443
+    service_cluster_ip_range: str = "10.96.0.0/12"
+    service_node_port_range: tuple[int, int] = (30000, 32767)
+    admission_plugins: tuple[str, ...] = Chain.ALL
+    audit_log_path: Path | None = None
+    token_auth_file: Path | None = None
+    anonymous_auth: bool = True
+    service_account_signing_key: Any = None
+    service_account_public_keys: list[Any] = field(default_factory=list)
+    kubelet_client_cert: Path | None = None
+    kubelet_client_key: Path | None = None
+
+
+def _resource(plural: str) -> Resource:
+    """Stored resources by plural; core and RBAC names are unique among those."""
+    for r in RESOURCES:
+        if r.plural == plural and r.stored and r.group in ("", "rbac.authorization.k8s.io"):
+            return r
+    raise KeyError(plural)
+
+
+class APIServer:
+    def __init__(self, config: Config, client: storeclient.StoreClient | None = None) -> None:
+        self.config = config
+        self.client = client or storeclient.StoreClient(
+            config.etcd_servers,
+            ca_file=config.etcd_cafile,
+            cert_file=config.etcd_certfile,
+            key_file=config.etcd_keyfile,
+            timeout=10.0,
+        )
+        self.storage = Storage(self.client)
+        self.cacher = Cacher(self.storage)
+        self.allocator = ServiceAllocator(
+            config.service_cluster_ip_range, config.service_node_port_range
+        )
+        self.admission = Chain(self.cached, self.cached_list, config.admission_plugins)
+        self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
+        self.issuer = TokenIssuer(
+            config.service_account_signing_key, config.service_account_public_keys
+        )
+        static = load_token_file(config.token_auth_file) if config.token_auth_file else {}
+        self.authn = Authenticator(
+            issuer=self.issuer,
+            lookup=self.cached,
+            static_tokens=static,
+            anonymous=config.anonymous_auth,
+        )
+        self.authz = Authorizer(self.cached_list, self.cached)
+        self.metrics = Metrics()
+        self.audit = AuditLog(config.audit_log_path)
+        self.bootstrapped = False
+
+    # -- cache lookups for the request chain ---------------------------------------------
+
+    def cached(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        r = _resource(plural)
+        return self.cacher.get(r, r.key(namespace, name))
+
+    def cached_list(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+        r = _resource(plural)
+        prefix = r.registry_prefix() + (f"{namespace}/" if namespace and r.namespaced else "")
+        items, _ = self.cacher.list_objects(r, prefix, lambda o: True)
+        return items
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.cacher.start()
+        if not self.cacher.ready.wait(timeout):
+            raise RuntimeError(
+                f"the watch cache could not list the store at {self.config.etcd_servers} "
+                f"within {timeout:.0f}s; is the store up and reachable?"
+            )
+        self.bootstrap()
+
+    def stop(self) -> None:
+        self.cacher.stop()
+        self.audit.close()
+        self.client.close()
+
+    def bootstrap(self) -> None:
+        """Create the objects every cluster has (see the module doc); idempotent."""
+        for ns in SYSTEM_NAMESPACES:
+            self._ensure(
+                _resource("namespaces"),
+                "",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+            )
+        for obj in BOOTSTRAP_POLICY:
+            self._ensure(_resource(obj["kind"].lower() + "s"), "", json.loads(json.dumps(obj)))
+        for ns in SYSTEM_NAMESPACES:
+            self._ensure(
+                _resource("serviceaccounts"),
+                ns,
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": "default", "namespace": ns},
+                },
+            )
+        ip = self.allocator.kubernetes_ip()
+        port = self.config.secure_port
+        self._ensure(
+            _resource("services"),
+            "default",
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {
+                    "name": "kubernetes",
+                    "namespace": "default",
+                    "labels": {"component": "apiserver", "provider": "kubernetes"},
+                },
+                "spec": {
+                    "type": "ClusterIP",
+                    "clusterIP": ip,
+                    "sessionAffinity": "None",
+                    "ports": [
+                        {"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}
+                    ],
+                },
+            },
+        )
+        if ipaddress.ip_address(self.config.advertise_address).is_loopback:
+            # Endpoints may not point at loopback (no pod could reach it); a local plane
+            # advertises 127.0.0.1, so its kubernetes Service has no endpoints.
+            log.info(
+                "apiserver: advertise address %s is loopback: no endpoints for the "
+                "kubernetes service",
+                self.config.advertise_address,
+            )
+        else:
+            self._ensure(
+                _resource("endpoints"),
+                "default",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Endpoints",
+                    "metadata": {
+                        "name": "kubernetes",
+                        "namespace": "default",
+                        "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+                    },
+                    "subsets": [
+                        {
+                            "addresses": [{"ip": self.config.advertise_address}],
+                            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+                        }
+                    ],
+                },
+            )
+        self.bootstrapped = True
+        log.info(
+            "apiserver: bootstrap objects in place (namespaces, RBAC policy, kubernetes "
+            "service at %s)",
+            ip,
+        )
+
+    def _ensure(self, r: Resource, namespace: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if self.storage.get(r.key(namespace, name)) is not None:
+            return
+        try:
+            self.registry.create(r, namespace, obj, SYSTEM)
+            log.info(
+                "apiserver: created %s %s",
+                r.group_resource,
+                f"{namespace}/{name}" if namespace else name,
+            )
+        except errors.StatusError as exc:
+            if exc.code != 409:
+                raise
+        except KeyExists:
+            pass
+
+    # -- what the app serves -------------------------------------------------------------
+
+    def health_checks(self, ready: bool) -> dict[str, bool]:
+        checks = {"ping": True, "etcd": self._store_healthy()}
+        if ready:
+            checks["informer-sync"] = self.cacher.ready.is_set()
+            checks["poststarthook/rbac/bootstrap-roles"] = self.bootstrapped
+        return checks
+
+    def _store_healthy(self) -> bool:
+        try:
+            self.storage.current_revision()
+            return True
+        except storeclient.StoreError:
+            return False
+
+    @staticmethod
+    def version_info() -> dict[str, str]:
+        return dict(KUBERNETES_VERSION)
+
+    def kubelet_proxy(
+        self, r: Resource, namespace: str, info: RequestInfo, user: UserInfo
+    ) -> Response:
+        """The live-data path (logs, exec, port-forward, node proxy) goes to the kubelet's
+        HTTPS server; until a node runs one, say so."""
+        target = info.name
+        if r.kind == "Pod":
+            pods = lookup("", "v1", "pods")
+            assert pods is not None
+            pod = self.registry.get(pods, namespace, info.name)
+            target = pod.get("spec", {}).get("nodeName") or ""
+            if not target:
+                raise errors.bad_request(
+                    f"pod {info.name} is not scheduled to a node yet; "
+                    f"{info.subresource} needs a running container"
+                )
+        raise errors.service_unavailable(
+            f"the kubelet of node {target!r} is not reachable: {info.subresource} is proxied "
+            "to the node's kubelet, which is not running there"
+        )

@@ -1,0 +1,351 @@
+"""The Flask application: HTTP in, the request chain, HTTP out.
+
+Every request goes through the same chain, in Kubernetes' order:
+
+    authentication (authn) -> authorization (authz) -> handler
+        handler = decode -> registry (strategy, defaults, admission, validation, storage)
+
+and ends in one audit record and one sample of the request metrics. Errors anywhere come
+back as a `Status` object (`kubelab.api.errors`), never as a traceback: an unexpected
+exception is logged here with its traceback and answered with a 500 Status that says so.
+
+Resource paths are parsed once (`requestinfo`) and dispatched by verb; the handlers for
+the special subresources (scale, binding, token, approval, finalize, eviction) and the
+review resources (SelfSubjectAccessReview, TokenReview, ...) live in `handlers`.
+Watches stream newline-delimited JSON events, one per chunk, as the real API does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, Response, g, request
+
+from kubelab.api import errors, resources, tables
+
+from . import discovery, handlers, openapi
+from .authn import UserInfo
+from .registry import DeleteOptions, ListOptions, decode_body
+from .requestinfo import RequestInfo
+from .requestinfo import parse as parse_request
+
+if TYPE_CHECKING:
+    from .apiserver import APIServer
+
+log = logging.getLogger("kubelab.apiserver")
+
+_TABLE = "as=Table"
+_JSON = "application/json"
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body, separators=(",", ":")), status=status, mimetype=_JSON)
+
+
+def _status_response(exc: errors.StatusError) -> Response:
+    resp = _json(exc.status(), exc.code)
+    if exc.retry_after is not None:
+        resp.headers["Retry-After"] = str(exc.retry_after)
+    return resp
+
+
+def _wants_table(accept: str) -> bool:
+    return _TABLE in accept.replace(" ", "")
+
+
+def create_app(server: APIServer) -> Flask:
+    app = Flask("kubelab-apiserver")
+    app.config["MAX_CONTENT_LENGTH"] = 3 * 1024 * 1024
+    app.url_map.strict_slashes = False  # clients ask for /apis/ and /api/v1/ too
+
+    @app.before_request
+    def chain() -> Response | None:
+        g.started = time.monotonic()
+        g.audit_id = str(uuid.uuid4())
+        g.info = parse_request(request.method, request.path, request.args)
+        server.metrics.inflight.inc()
+        g.counted = True
+        user = server.authn.authenticate(
+            request.path,
+            request.environ.get("kubelab.client_cert"),
+            request.headers.get("Authorization", ""),
+        )
+        g.user = user
+        info: RequestInfo = g.info
+        decision = server.authz.authorize(user, info)
+        if not decision.allowed:
+            raise _forbidden(user, info)
+        return None
+
+    @app.after_request
+    def record(resp: Response) -> Response:
+        resp.headers["Audit-Id"] = g.get("audit_id", "")
+        if not g.get("streaming"):
+            _finish(server, resp.status_code)
+        return resp
+
+    @app.teardown_request
+    def teardown(exc: BaseException | None) -> None:
+        if g.get("counted"):
+            server.metrics.inflight.dec()
+            g.counted = False
+
+    @app.errorhandler(errors.StatusError)
+    def status_error(exc: errors.StatusError) -> Response:
+        return _status_response(exc)
+
+    @app.errorhandler(404)
+    def not_found(exc: Exception) -> Response:
+        return _status_response(
+            errors.StatusError(404, "NotFound", "the server could not find the requested resource")
+        )
+
+    @app.errorhandler(405)
+    def not_allowed(exc: Exception) -> Response:
+        return _status_response(
+            errors.method_not_allowed(
+                f"the server does not allow this method on the requested resource "
+                f"({request.method} {request.path})"
+            )
+        )
+
+    @app.errorhandler(413)
+    def too_large(exc: Exception) -> Response:
+        return _status_response(
+            errors.StatusError(
+                413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728"
+            )
+        )
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        log.exception("apiserver: %s %s failed", request.method, request.path)
+        return _status_response(
+            errors.internal_error(
+                f"{type(exc).__name__}: {exc} (see the apiserver log, audit id "
+                f"{g.get('audit_id', '?')})"
+            )
+        )
+
+    # -- health, version, metrics --------------------------------------------------------
+
+    @app.get("/healthz")
+    @app.get("/livez")
+    @app.get("/readyz")
+    @app.get("/healthz/<path:check>")
+    @app.get("/livez/<path:check>")
+    @app.get("/readyz/<path:check>")
+    def health(check: str = "") -> Response:
+        checks = server.health_checks(ready=request.path.startswith("/readyz"))
+        if check:
+            checks = {k: v for k, v in checks.items() if k == check}
+            if not checks:
+                raise errors.StatusError(404, "NotFound", f"no health check named {check!r}")
+        failed = [k for k, ok in checks.items() if not ok]
+        if "verbose" in request.args:
+            lines = [
+                f"[{'+' if ok else '-'}]{k} {'ok' if ok else 'failed'}" for k, ok in checks.items()
+            ]
+            verdict = "check failed" if failed else "check passed"
+            text = "\n".join(lines) + f"\n{request.path.strip('/').split('/')[0]} {verdict}\n"
+        else:
+            text = "ok" if not failed else "\n".join(f"[-]{k} failed" for k in failed) + "\n"
+        return Response(text, status=500 if failed else 200, mimetype="text/plain")
+
+    @app.get("/version")
+    def version() -> Response:
+        return _json(server.version_info())
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        body, content_type = server.metrics.render()
+        return Response(body, mimetype=content_type)
+
+    # -- discovery and OpenAPI -----------------------------------------------------------
+
+    @app.get("/api")
+    @app.get("/apis")
+    @app.get("/api/<version>")
+    @app.get("/apis/<group>")
+    @app.get("/apis/<group>/<version>")
+    def discover(group: str = "", version: str = "") -> Response:
+        served = discovery.serve(request.path, request.headers.get("Accept"))
+        return Response(served.body, status=served.status, headers=served.headers)
+
+    @app.get("/openapi/v2")
+    @app.get("/openapi/v3")
+    @app.get("/openapi/v3/<path:rest>")
+    def openapi_doc(rest: str = "") -> Response:
+        served = openapi.serve(
+            request.path,
+            request.headers.get("Accept"),
+            request.args,
+            request.headers.get("If-None-Match"),
+        )
+        return Response(served.body, status=served.status, headers=served.headers)
+
+    # -- resources -----------------------------------------------------------------------
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+    @app.route("/api/v1/<path:rest>", methods=methods)
+    @app.route("/apis/<group>/<version>/<path:rest>", methods=methods)
+    def resource(rest: str, group: str = "", version: str = "v1") -> Response:
+        info: RequestInfo = g.info
+        r = resources.lookup(info.group, info.version, info.resource)
+        if r is None or not info.is_resource:
+            raise errors.StatusError(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource "
+                f"({info.resource!r} in {info.group_version or 'v1'})",
+            )
+        if info.verb not in r.verbs and not info.subresource:
+            raise errors.method_not_allowed(f"{info.verb} is not supported on {r.group_resource}")
+        if info.subresource:
+            return handlers.subresource(server, r, info, g.user)
+        if not r.stored:
+            return _json(handlers.virtual(server, r, info, g.user), 201)
+        return _dispatch(server, r, info, g.user)
+
+    return app
+
+
+def _forbidden(user: UserInfo, info: RequestInfo) -> errors.StatusError:
+    if not info.is_resource:
+        return errors.StatusError(
+            403, "Forbidden", f'forbidden: User "{user.name}" cannot {info.verb} path "{info.path}"'
+        )
+    return errors.forbidden_request(
+        user.name, info.verb, info.resource, info.group, info.namespace, info.name, info.subresource
+    )
+
+
+def _finish(server: APIServer, code: int) -> None:
+    info: RequestInfo | None = g.get("info")
+    started = g.get("started")
+    if info is None or started is None:
+        return
+    elapsed = time.monotonic() - started
+    server.metrics.observe(info, code, elapsed)
+    server.audit.record(
+        g.get("audit_id", ""),
+        info,
+        g.get("user"),
+        code,
+        request.remote_addr or "",
+        request.headers.get("User-Agent", ""),
+    )
+
+
+def _dispatch(
+    server: APIServer, r: resources.Resource, info: RequestInfo, user: UserInfo
+) -> Response:
+    reg = server.registry
+    args = request.args.to_dict()
+    dry_run = "dryRun" in args and args["dryRun"] == "All"
+    if "dryRun" in args and args["dryRun"] != "All":
+        raise errors.bad_request(
+            f'dryRun: Unsupported value: "{args["dryRun"]}": supported values: "All"'
+        )
+    accept = request.headers.get("Accept", "")
+    ns = info.namespace if r.namespaced else ""
+    verb = info.verb
+    if verb == "get":
+        obj = reg.get(r, ns, info.name, args.get("resourceVersion", ""))
+        if _wants_table(accept):
+            return _json(tables.to_table(r, [obj], include_object=_include(args)))
+        return _json(obj)
+    if verb == "list":
+        opts = ListOptions.parse(args)
+        listed = reg.list_objects(r, ns, opts)
+        if _wants_table(accept):
+            return _json(
+                tables.to_table(
+                    r, listed["items"], include_object=_include(args), list_meta=listed["metadata"]
+                )
+            )
+        return _json(listed)
+    if verb == "watch":
+        opts = ListOptions.parse(args)
+        events = reg.watch(r, ns, opts)
+        as_table = _wants_table(accept)
+        g.streaming = True
+        server.metrics.watchers.inc()
+        return Response(
+            _stream(server, r, events, as_table, _include(args)),
+            mimetype=_JSON,
+            headers={"Cache-Control": "no-cache, private"},
+        )
+    if verb == "create":
+        body = decode_body(request.get_data(), request.content_type or "")
+        return _json(reg.create(r, ns, body, user, dry_run), 201)
+    if verb == "update":
+        body = decode_body(request.get_data(), request.content_type or "")
+        return _json(reg.update(r, ns, info.name, body, user, dry_run=dry_run))
+    if verb == "patch":
+        return _json(
+            reg.patch(
+                r,
+                ns,
+                info.name,
+                request.get_data(),
+                request.content_type or "",
+                user,
+                dry_run=dry_run,
+            )
+        )
+    if verb == "delete":
+        return _json(
+            reg.delete(r, ns, info.name, DeleteOptions.parse(args, _optional_body()), user)
+        )
+    if verb == "deletecollection":
+        lopts = ListOptions.parse(args)
+        dopts = DeleteOptions.parse(args, _optional_body())
+        return _json(reg.delete_collection(r, ns, lopts, dopts, user))
+    raise errors.method_not_allowed(f"{verb} is not supported")
+
+
+def _optional_body() -> dict[str, Any] | None:
+    data = request.get_data()
+    if not data.strip():
+        return None
+    return decode_body(data, request.content_type or _JSON)
+
+
+def _include(args: dict[str, str]) -> str:
+    value = args.get("includeObject", "Metadata")
+    if value not in ("None", "Metadata", "Object"):
+        raise errors.bad_request(
+            f'includeObject: Unsupported value: "{value}": supported '
+            'values: "None", "Metadata", "Object"'
+        )
+    return value
+
+
+def _stream(
+    server: APIServer,
+    r: resources.Resource,
+    events: Iterator[dict[str, Any]],
+    as_table: bool,
+    include: str,
+) -> Iterator[bytes]:
+    """The watch body; closing it (client gone) closes the cache watcher."""
+    try:
+        for ev in events:
+            if as_table and ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                ev = {
+                    "type": ev["type"],
+                    "object": tables.to_table(r, [ev["object"]], include_object=include),
+                }
+            yield json.dumps(ev, separators=(",", ":")).encode() + b"\n"
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+        server.metrics.watchers.dec()

@@ -1,0 +1,464 @@
+"""Authorization: may this user do this? Node authorizer, then RBAC (``--authorization-mode
+Node,RBAC`` as kubeadm sets it), with ``system:masters`` as the privileged group.
+
+RBAC reads Roles, ClusterRoles and their bindings from the watch cache, so a new binding
+takes effect as soon as it is stored, with no restart and no store round trip per request.
+A rule matches when its verbs, API groups and resources (``pods``, ``pods/log``, ``*``,
+``*/scale``) or non-resource URLs (``/healthz``, ``/api/*``) and, if given, resource
+names cover the request.
+
+The Node authorizer (the seeds' rule that a kubelet touches only its own node) lets a user
+``system:node:<name>`` in group ``system:nodes`` read what kubelets read, write its own
+Node and Lease, write the status of pods bound to it, create events and CSRs, and read the
+Secrets and ConfigMaps its pods mount. The NodeRestriction admission plugin completes it
+for writes whose target is only known from the body.
+
+The default roles and bindings (`BOOTSTRAP_POLICY`) are created by the apiserver at start,
+as Kubernetes' RBAC bootstrap hook does; an operator's changes to them are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .authn import AUTHENTICATED, UNAUTHENTICATED, UserInfo
+from .requestinfo import RequestInfo
+
+log = logging.getLogger("kubelab.apiserver.authz")
+
+MASTERS = "system:masters"
+NODES = "system:nodes"
+NODE_PREFIX = "system:node:"
+
+Object = dict[str, Any]
+ListFn = Callable[[str, str], list[Object]]
+"""(resource plural, namespace or "" for all) -> objects from the cache."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str = ""
+
+
+def _rule_covers(rule: Object, info: RequestInfo) -> bool:
+    verbs = rule.get("verbs") or []
+    if "*" not in verbs and info.verb not in verbs:
+        return False
+    if not info.is_resource:
+        for url in rule.get("nonResourceURLs") or []:
+            if (
+                url == "*"
+                or url == info.path
+                or (url.endswith("*") and info.path.startswith(url[:-1]))
+            ):
+                return True
+        return False
+    groups = rule.get("apiGroups")
+    if groups is None or ("*" not in groups and info.group not in groups):
+        return False
+    wanted = info.resource + (f"/{info.subresource}" if info.subresource else "")
+    resources = rule.get("resources") or []
+    if not any(
+        r == "*" or r == wanted or (r == f"*/{info.subresource}" and info.subresource)
+        for r in resources
+    ):
+        return False
+    names = rule.get("resourceNames") or []
+    return not names or info.name in names
+
+
+def _subject_matches(subject: Object, user: UserInfo, binding_ns: str) -> bool:
+    kind, name = subject.get("kind"), subject.get("name")
+    if kind == "User":
+        return bool(name == user.name)
+    if kind == "Group":
+        return name in user.groups
+    if kind == "ServiceAccount":
+        ns = subject.get("namespace") or binding_ns
+        return user.name == f"system:serviceaccount:{ns}:{name}"
+    return False
+
+
+class Authorizer:
+    def __init__(
+        self, list_objects: ListFn, get_object: Callable[[str, str, str], Object | None]
+    ) -> None:
+        self.list_objects = list_objects
+        self.get_object = get_object
+
+    def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
+        if MASTERS in user.groups:
+            return Decision(True, "system:masters")
+        if NODES in user.groups and user.name.startswith(NODE_PREFIX):
+            node = self._node_decision(user.name[len(NODE_PREFIX) :], info)
+            if node is not None:
+                return node
+        for rule, via in self.rules_for(user, info.namespace if info.is_resource else ""):
+            if _rule_covers(rule, info):
+                return Decision(True, via)
+        return Decision(False, "no RBAC rule allows it")
+
+    def rules_for(self, user: UserInfo, namespace: str) -> Iterable[tuple[Object, str]]:
+        """The rules that apply to `user` in `namespace` (cluster-wide ones first)."""
+        for b in self.list_objects("clusterrolebindings", ""):
+            if any(_subject_matches(s, user, "") for s in b.get("subjects") or []):
+                role = self.get_object("clusterroles", "", b.get("roleRef", {}).get("name", ""))
+                for rule in (role or {}).get("rules") or []:
+                    yield rule, f'ClusterRoleBinding "{b["metadata"]["name"]}"'
+        if not namespace:
+            return
+        for b in self.list_objects("rolebindings", namespace):
+            if any(_subject_matches(s, user, namespace) for s in b.get("subjects") or []):
+                ref = b.get("roleRef", {})
+                if ref.get("kind") == "ClusterRole":
+                    role = self.get_object("clusterroles", "", ref.get("name", ""))
+                else:
+                    role = self.get_object("roles", namespace, ref.get("name", ""))
+                for rule in (role or {}).get("rules") or []:
+                    yield rule, f'RoleBinding "{namespace}/{b["metadata"]["name"]}"'
+
+    # -- the Node authorizer -------------------------------------------------------------
+
+    def _node_decision(self, node: str, info: RequestInfo) -> Decision | None:
+        """Allow what a kubelet needs; None to fall through to RBAC (which grants nodes
+        nothing by default, so it is a refusal)."""
+        allow = Decision(True, f"Node authorizer: node {node}")
+        if not info.is_resource:
+            return None
+        r, verb, sub = info.resource, info.verb, info.subresource
+        if (
+            verb in ("get", "list", "watch")
+            and not sub
+            and r
+            in (
+                "nodes",
+                "pods",
+                "services",
+                "endpoints",
+                "endpointslices",
+                "namespaces",
+                "persistentvolumes",
+                "runtimeclasses",
+                "csidrivers",
+            )
+        ):
+            return allow
+        if r == "nodes" and (info.name == node or verb == "create"):
+            return allow if verb in ("get", "create", "update", "patch") else None
+        if (
+            r == "leases"
+            and info.namespace == "kube-node-lease"
+            and (info.name == node or verb == "create")
+        ):
+            return allow
+        if r == "events" and verb in ("create", "update", "patch"):
+            return allow
+        if r == "certificatesigningrequests" and verb in ("create", "get", "list", "watch"):
+            return allow
+        if r in ("tokenreviews", "subjectaccessreviews") and verb == "create":
+            return allow
+        if r == "pods" and sub == "status" and verb in ("update", "patch"):
+            return allow if self._pod_on(node, info.namespace, info.name) else None
+        if r == "pods" and not sub and verb in ("create", "delete"):
+            # Mirror pods (create) and confirming a deletion: NodeRestriction checks that
+            # the pod is bound to this node.
+            return allow
+        if r == "pods" and sub == "eviction" and verb == "create":
+            return allow
+        if r == "serviceaccounts" and sub == "token" and verb == "create":
+            return allow
+        if (
+            r in ("secrets", "configmaps", "persistentvolumeclaims", "serviceaccounts")
+            and verb == "get"
+            and not sub
+        ):
+            return allow if self._mounted_by_pod_on(node, r, info.namespace, info.name) else None
+        return None
+
+    def _pods_on(self, node: str, namespace: str) -> list[Object]:
+        return [
+            p
+            for p in self.list_objects("pods", namespace)
+            if p.get("spec", {}).get("nodeName") == node
+        ]
+
+    def _pod_on(self, node: str, namespace: str, name: str) -> bool:
+        pod = self.get_object("pods", namespace, name)
+        return pod is not None and pod.get("spec", {}).get("nodeName") == node
+
+    def _mounted_by_pod_on(self, node: str, resource: str, namespace: str, name: str) -> bool:
+        return any(name in _references(pod, resource) for pod in self._pods_on(node, namespace))
+
+
+def _references(pod: Object, resource: str) -> set[str]:
+    """Names of the `resource` objects a pod refers to (volumes, env, pull secrets)."""
+    spec = pod.get("spec", {})
+    names: set[str] = set()
+    if resource == "serviceaccounts":
+        return {spec.get("serviceAccountName") or "default"}
+    for v in spec.get("volumes") or []:
+        if resource == "secrets" and "secret" in v:
+            names.add(v["secret"].get("secretName", ""))
+        if resource == "configmaps" and "configMap" in v:
+            names.add(v["configMap"].get("name", ""))
+        if resource == "persistentvolumeclaims" and "persistentVolumeClaim" in v:
+            names.add(v["persistentVolumeClaim"].get("claimName", ""))
+        for src in (v.get("projected") or {}).get("sources") or []:
+            if resource == "secrets" and "secret" in src:
+                names.add(src["secret"].get("name", ""))
+            if resource == "configmaps" and "configMap" in src:
+                names.add(src["configMap"].get("name", ""))
+    if resource == "secrets":
+        names.update(s.get("name", "") for s in spec.get("imagePullSecrets") or [])
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for e in c.get("env") or []:
+            ref = e.get("valueFrom") or {}
+            if resource == "secrets" and "secretKeyRef" in ref:
+                names.add(ref["secretKeyRef"].get("name", ""))
+            if resource == "configmaps" and "configMapKeyRef" in ref:
+                names.add(ref["configMapKeyRef"].get("name", ""))
+        for ef in c.get("envFrom") or []:
+            if resource == "secrets" and "secretRef" in ef:
+                names.add(ef["secretRef"].get("name", ""))
+            if resource == "configmaps" and "configMapRef" in ef:
+                names.add(ef["configMapRef"].get("name", ""))
+    return names
+
+
+# -- bootstrap policy --------------------------------------------------------------------
+
+_READ = ["get", "list", "watch"]
+_WRITE = ["create", "delete", "deletecollection", "patch", "update"]
+_CORE_NS = [
+    "pods",
+    "pods/attach",
+    "pods/exec",
+    "pods/portforward",
+    "pods/proxy",
+    "pods/log",
+    "pods/status",
+    "services",
+    "services/proxy",
+    "endpoints",
+    "persistentvolumeclaims",
+    "configmaps",
+    "secrets",
+    "serviceaccounts",
+    "replicationcontrollers",
+    "replicationcontrollers/scale",
+    "events",
+    "limitranges",
+    "resourcequotas",
+]
+_APPS = [
+    "deployments",
+    "deployments/scale",
+    "replicasets",
+    "replicasets/scale",
+    "statefulsets",
+    "statefulsets/scale",
+    "daemonsets",
+    "controllerrevisions",
+]
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> Object:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
+
+
+def _url_rule(urls: list[str], verbs: list[str]) -> Object:
+    return {"nonResourceURLs": urls, "verbs": verbs}
+
+
+def _view_rules() -> list[Object]:
+    return [
+        _rule(
+            [""],
+            [
+                r
+                for r in _CORE_NS
+                if r
+                not in (
+                    "secrets",
+                    "pods/attach",
+                    "pods/exec",
+                    "pods/portforward",
+                    "pods/proxy",
+                    "services/proxy",
+                )
+            ],
+            _READ,
+        ),
+        _rule([""], ["namespaces"], _READ),
+        _rule(["apps"], _APPS, _READ),
+        _rule(["batch"], ["jobs", "cronjobs"], _READ),
+        _rule(["discovery.k8s.io"], ["endpointslices"], _READ),
+        _rule(["coordination.k8s.io"], ["leases"], _READ),
+        _rule(["events.k8s.io"], ["events"], _READ),
+        _rule(["metrics.k8s.io"], ["pods", "nodes"], _READ),
+    ]
+
+
+def _edit_rules() -> list[Object]:
+    return [
+        _rule([""], _CORE_NS, _READ + _WRITE),
+        _rule([""], ["namespaces"], _READ),
+        _rule(["apps"], _APPS, _READ + _WRITE),
+        _rule(["batch"], ["jobs", "cronjobs"], _READ + _WRITE),
+        _rule(["discovery.k8s.io"], ["endpointslices"], _READ + _WRITE),
+        _rule(["coordination.k8s.io"], ["leases"], _READ + _WRITE),
+        _rule(["events.k8s.io"], ["events"], _READ + _WRITE),
+        _rule(["metrics.k8s.io"], ["pods", "nodes"], _READ),
+        _rule([""], ["serviceaccounts/token"], ["create"]),
+    ]
+
+
+def _cluster_role(name: str, rules: list[Object]) -> Object:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+        },
+        "rules": rules,
+    }
+
+
+def _binding(name: str, role: str, subjects: list[tuple[str, str]]) -> Object:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+        },
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": n}
+            for kind, n in subjects
+        ],
+    }
+
+
+_HEALTH = [
+    "/healthz",
+    "/livez",
+    "/readyz",
+    "/version",
+    "/version/",
+    "/healthz/*",
+    "/livez/*",
+    "/readyz/*",
+]
+_DISCOVERY = [
+    "/api",
+    "/api/*",
+    "/apis",
+    "/apis/*",
+    "/openapi",
+    "/openapi/*",
+    "/version",
+    "/version/",
+    "/healthz",
+    "/livez",
+    "/readyz",
+]
+
+BOOTSTRAP_POLICY: list[Object] = [
+    _cluster_role("cluster-admin", [_rule(["*"], ["*"], ["*"]), _url_rule(["*"], ["*"])]),
+    _cluster_role(
+        "admin",
+        [
+            *_edit_rules(),
+            _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], _READ + _WRITE),
+        ],
+    ),
+    _cluster_role("edit", _edit_rules()),
+    _cluster_role("view", _view_rules()),
+    _cluster_role("system:discovery", [_url_rule(_DISCOVERY, ["get"])]),
+    _cluster_role("system:public-info-viewer", [_url_rule(_HEALTH, ["get"])]),
+    _cluster_role(
+        "system:basic-user",
+        [
+            _rule(
+                ["authorization.k8s.io"],
+                ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                ["create"],
+            ),
+            _rule(["authentication.k8s.io"], ["selfsubjectreviews"], ["create"]),
+        ],
+    ),
+    _cluster_role(
+        "system:node-bootstrapper",
+        [
+            _rule(
+                ["certificates.k8s.io"],
+                ["certificatesigningrequests"],
+                ["create", "get", "list", "watch"],
+            ),
+        ],
+    ),
+    _cluster_role(
+        "system:kube-scheduler",
+        [
+            _rule(
+                [""],
+                [
+                    "pods",
+                    "nodes",
+                    "namespaces",
+                    "services",
+                    "persistentvolumeclaims",
+                    "persistentvolumes",
+                    "replicationcontrollers",
+                ],
+                _READ,
+            ),
+            _rule([""], ["pods/binding", "bindings"], ["create"]),
+            _rule([""], ["pods/status"], ["patch", "update"]),
+            _rule([""], ["events"], ["create", "patch", "update"]),
+            _rule(["events.k8s.io"], ["events"], ["create", "patch", "update"]),
+            _rule(["apps"], ["replicasets", "statefulsets"], _READ),
+            _rule(
+                ["coordination.k8s.io"], ["leases"], ["create", "get", "update", "list", "watch"]
+            ),
+        ],
+    ),
+    _cluster_role("system:kube-controller-manager", [_rule(["*"], ["*"], ["*"])]),
+    _cluster_role(
+        "system:node-proxier",
+        [
+            _rule([""], ["services", "endpoints", "nodes"], _READ),
+            _rule(["discovery.k8s.io"], ["endpointslices"], _READ),
+            _rule([""], ["events"], ["create", "patch", "update"]),
+        ],
+    ),
+    _cluster_role(
+        "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+        [
+            _rule(["certificates.k8s.io"], ["certificatesigningrequests/nodeclient"], ["create"]),
+        ],
+    ),
+    _binding("cluster-admin", "cluster-admin", [("Group", MASTERS)]),
+    _binding("system:discovery", "system:discovery", [("Group", AUTHENTICATED)]),
+    _binding("system:basic-user", "system:basic-user", [("Group", AUTHENTICATED)]),
+    _binding(
+        "system:public-info-viewer",
+        "system:public-info-viewer",
+        [("Group", AUTHENTICATED), ("Group", UNAUTHENTICATED)],
+    ),
+    _binding("system:kube-scheduler", "system:kube-scheduler", [("User", "system:kube-scheduler")]),
+    _binding(
+        "system:kube-controller-manager",
+        "system:kube-controller-manager",
+        [("User", "system:kube-controller-manager")],
+    ),
+    _binding("system:node-proxier", "system:node-proxier", [("User", "system:kube-proxy")]),
+]

@@ -1,0 +1,345 @@
+"""Subresources and review resources: the parts of the API that are not plain CRUD.
+
+* ``status``: GET reads the object; PUT/PATCH change only its status.
+* ``scale``: an autoscaling/v1 Scale view of a workload's replicas (``kubectl scale``).
+* ``binding``: the scheduler's decision, a Binding that sets a pod's ``spec.nodeName``
+  once (a second binding is a 409).
+* ``serviceaccounts/token``: a TokenRequest answered with a signed token
+  (``kubectl create token``).
+* ``namespaces/finalize``, ``certificatesigningrequests/approval``: writes of one field.
+* ``pods/eviction``: an Eviction deletes the pod (disruption budgets are not enforced).
+* ``pods/log|exec|attach|portforward``, ``nodes/proxy``: the live-data path, proxied to
+  the node's kubelet (`kubelet_proxy`).
+* Reviews (never stored): SelfSubjectAccessReview and SelfSubjectRulesReview
+  (``kubectl auth can-i``), SubjectAccessReview, TokenReview, SelfSubjectReview
+  (``kubectl auth whoami``).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+from typing import TYPE_CHECKING, Any
+
+from flask import Response, request
+
+from kubelab.api import errors, patch
+from kubelab.api.resources import Resource, lookup
+
+from . import strategy
+from .authn import UserInfo
+from .registry import DeleteOptions, decode_body, patch_error
+from .requestinfo import RequestInfo
+
+if TYPE_CHECKING:
+    from .apiserver import APIServer
+
+Object = dict[str, Any]
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(
+        json.dumps(body, separators=(",", ":")), status=status, mimetype="application/json"
+    )
+
+
+def _body() -> Object:
+    return decode_body(request.get_data(), request.content_type or "")
+
+
+def _dry_run() -> bool:
+    return request.args.get("dryRun") == "All"
+
+
+def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -> Response:
+    sub, verb = info.subresource, info.verb
+    if sub not in r.subresources:
+        raise errors.StatusError(404, "NotFound", f"{r.group_resource} has no subresource {sub!r}")
+    reg = server.registry
+    ns = info.namespace if r.namespaced else ""
+    if sub == "status":
+        if verb == "get":
+            return _json(reg.get(r, ns, info.name))
+        if verb == "update":
+            return _json(reg.update(r, ns, info.name, _body(), user, "status", _dry_run()))
+        if verb == "patch":
+            return _json(
+                reg.patch(
+                    r,
+                    ns,
+                    info.name,
+                    request.get_data(),
+                    request.content_type or "",
+                    user,
+                    "status",
+                    _dry_run(),
+                )
+            )
+    if sub == "scale":
+        return _scale(server, r, ns, info, user)
+    if sub == "binding" and verb == "create":
+        return _bind(server, r, ns, info.name, _body(), user)
+    if sub == "token" and verb == "create":
+        return _token(server, ns, info.name, _body())
+    if sub in ("finalize", "approval") and verb == "update":
+        return _one_field(server, r, ns, info.name, sub, _body(), user)
+    if sub == "eviction" and verb == "create":
+        reg.delete(r, ns, info.name, DeleteOptions(), user)
+        return _json(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "code": 201,
+            },
+            201,
+        )
+    if sub in ("log", "exec", "attach", "portforward", "proxy"):
+        return server.kubelet_proxy(r, ns, info, user)
+    raise errors.method_not_allowed(f"{verb} is not supported on {r.plural}/{sub}")
+
+
+def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: UserInfo) -> Response:
+    reg = server.registry
+    if info.verb == "get":
+        return _json(strategy.to_scale(r, reg.get(r, ns, info.name)))
+    if info.verb not in ("update", "patch"):
+        raise errors.method_not_allowed(f"{info.verb} is not supported on {r.plural}/scale")
+    if info.verb == "update":
+        wanted = _body()
+    else:
+        current = strategy.to_scale(r, reg.get(r, ns, info.name))
+        media = (request.content_type or "").split(";")[0].strip()
+        try:
+            wanted = patch.apply_patch(
+                "Scale",
+                current,
+                request.get_data(),
+                patch.MERGE_PATCH if media == patch.STRATEGIC_MERGE_PATCH else media,
+            )
+        except patch.PatchError as exc:
+            raise patch_error(exc) from None
+    replicas = wanted.get("spec", {}).get("replicas")
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        raise errors.invalid_object(
+            "Scale",
+            info.name,
+            [errors.invalid("spec.replicas", replicas, "must be greater than or equal to 0")],
+            "autoscaling",
+        )
+    rv = str(wanted.get("metadata", {}).get("resourceVersion") or "")
+    body = json.dumps(
+        {"metadata": {"resourceVersion": rv} if rv else {}, "spec": {"replicas": replicas}}
+    ).encode()
+    updated = reg.patch(
+        r, ns, info.name, body, "application/merge-patch+json", user, dry_run=_dry_run()
+    )
+    return _json(strategy.to_scale(r, updated))
+
+
+def _bind(
+    server: APIServer, r: Resource, ns: str, name: str, binding: Object, user: UserInfo
+) -> Response:
+    target = binding.get("target") or {}
+    node = target.get("name")
+    if not node:
+        raise errors.invalid_object("Binding", name, [errors.required("target.name")])
+    pod_name = binding.get("metadata", {}).get("name", name)
+    if pod_name != name:
+        raise errors.bad_request("the Binding's name must be the pod's name")
+
+    def bind(old: Object) -> Object:
+        if old.get("metadata", {}).get("deletionTimestamp"):
+            raise errors.conflict(
+                "pods", name, why="pod is being deleted, cannot be assigned a host"
+            )
+        if old.get("spec", {}).get("nodeName"):
+            raise errors.conflict(
+                "pods",
+                name,
+                why=(f'pod {name} is already assigned to node "{old["spec"]["nodeName"]}"'),
+            )
+        new = copy.deepcopy(old)
+        new["spec"]["nodeName"] = node
+        conditions = [
+            c
+            for c in new.setdefault("status", {}).get("conditions", [])
+            if c.get("type") != "PodScheduled"
+        ]
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastTransitionTime": strategy.now_rfc3339(),
+                "lastProbeTime": None,
+            }
+        )
+        new["status"]["conditions"] = conditions
+        return new
+
+    server.registry.update_with(r, ns, name, bind, user, "binding")
+    return _json(
+        {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+        201,
+    )
+
+
+def _token(server: APIServer, ns: str, name: str, request_body: Object) -> Response:
+    sa_resource = lookup("", "v1", "serviceaccounts")
+    assert sa_resource is not None
+    account = server.registry.get(sa_resource, ns, name)
+    spec = request_body.get("spec") or {}
+    seconds = int(spec.get("expirationSeconds") or 3600)
+    if seconds < 600:
+        raise errors.invalid_object(
+            "TokenRequest",
+            name,
+            [
+                errors.invalid(
+                    "spec.expirationSeconds",
+                    seconds,
+                    "may not specify a duration less than 10 minutes",
+                )
+            ],
+            "authentication.k8s.io",
+        )
+    bound = None
+    ref = spec.get("boundObjectRef") or {}
+    if ref.get("kind") == "Pod":
+        pods = lookup("", "v1", "pods")
+        assert pods is not None
+        pod = server.registry.get(pods, ns, str(ref.get("name", "")))
+        bound = (pod["metadata"]["name"], pod["metadata"]["uid"])
+    token, exp = server.issuer.issue(
+        ns,
+        name,
+        account["metadata"]["uid"],
+        audiences=spec.get("audiences"),
+        expiration_seconds=seconds,
+        bound_pod=bound,
+    )
+    expires = datetime.datetime.fromtimestamp(exp, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _json(
+        {
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "creationTimestamp": strategy.now_rfc3339(),
+            },
+            "spec": {**spec, "expirationSeconds": seconds},
+            "status": {"token": token, "expirationTimestamp": expires},
+        },
+        201,
+    )
+
+
+def _one_field(
+    server: APIServer, r: Resource, ns: str, name: str, sub: str, body: Object, user: UserInfo
+) -> Response:
+    """namespaces/finalize writes spec.finalizers; csr/approval writes status.conditions."""
+    path = ("spec", "finalizers") if sub == "finalize" else ("status", "conditions")
+    value = body.get(path[0], {}).get(path[1], [])
+    patch_body = json.dumps({path[0]: {path[1]: value}}).encode()
+    updated = server.registry.patch(
+        r,
+        ns,
+        name,
+        patch_body,
+        "application/merge-patch+json",
+        user,
+        "status" if sub == "approval" else "",
+        _dry_run(),
+    )
+    return _json(updated)
+
+
+# -- reviews -----------------------------------------------------------------------------
+
+
+def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -> Object:
+    """Create-only resources that are answered, never stored."""
+    if info.verb != "create":
+        raise errors.method_not_allowed(f"only create is supported on {r.group_resource}")
+    body = _body()
+    spec = body.get("spec") or {}
+    kind = r.kind
+    if kind in ("SelfSubjectAccessReview", "SubjectAccessReview"):
+        subject = user
+        if kind == "SubjectAccessReview":
+            subject = UserInfo(
+                str(spec.get("user", "")), str(spec.get("uid", "")), tuple(spec.get("groups") or [])
+            )
+        attrs = spec.get("resourceAttributes")
+        if attrs:
+            group = attrs.get("group", "")
+            asked = RequestInfo(
+                verb=attrs.get("verb", ""),
+                path="",
+                is_resource=True,
+                group=group,
+                version=attrs.get("version", ""),
+                namespace=attrs.get("namespace", ""),
+                resource=attrs.get("resource", ""),
+                subresource=attrs.get("subresource", ""),
+                name=attrs.get("name", ""),
+            )
+        else:
+            nra = spec.get("nonResourceAttributes") or {}
+            asked = RequestInfo(verb=nra.get("verb", ""), path=nra.get("path", ""))
+        decision = server.authz.authorize(subject, asked)
+        status: Object = {"allowed": decision.allowed}
+        if decision.reason:
+            status["reason"] = decision.reason
+        return {
+            **body,
+            "apiVersion": r.api_version,
+            "kind": kind,
+            "metadata": body.get("metadata") or {},
+            "status": status,
+        }
+    if kind == "SelfSubjectRulesReview":
+        ns = spec.get("namespace", "")
+        rules = [rule for rule, _ in server.authz.rules_for(user, ns)]
+        resource_rules = [x for x in rules if "nonResourceURLs" not in x]
+        non_resource = [x for x in rules if "nonResourceURLs" in x]
+        return {
+            "apiVersion": r.api_version,
+            "kind": kind,
+            "metadata": {},
+            "spec": spec,
+            "status": {
+                "resourceRules": resource_rules,
+                "nonResourceRules": non_resource,
+                "incomplete": False,
+            },
+        }
+    if kind == "SelfSubjectReview":
+        return {
+            "apiVersion": r.api_version,
+            "kind": kind,
+            "metadata": {"creationTimestamp": strategy.now_rfc3339()},
+            "status": {"userInfo": user.as_dict()},
+        }
+    if kind == "TokenReview":
+        token = str(spec.get("token", ""))
+        try:
+            who = server.authn.authenticate("", None, f"Bearer {token}")
+            status = {
+                "authenticated": True,
+                "user": who.as_dict(),
+                "audiences": spec.get("audiences") or [],
+            }
+        except errors.StatusError as exc:
+            status = {"authenticated": False, "error": exc.message}
+        return {
+            "apiVersion": r.api_version,
+            "kind": kind,
+            "metadata": {},
+            "spec": spec,
+            "status": status,
+        }
+    raise errors.method_not_allowed(f"{r.group_resource} is not served yet")

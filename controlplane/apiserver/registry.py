@@ -1,0 +1,766 @@
+"""The generic registry: create, get, list, watch, update, patch and delete for every
+stored resource, following the Kubernetes API conventions.
+
+One code path serves all resources; per-kind differences live in `strategy` (what the
+server owns), `kubelab.api.defaults` / `kubelab.api.validation` (the object's schema
+rules) and the admission chain (cluster policy). The order on a write is Kubernetes':
+
+    decode -> server-owned fields (strategy) -> defaults -> mutating admission
+           -> validation (422 lists every bad field) -> validating admission
+           -> dryRun? return : store (compare-and-swap on resourceVersion)
+
+Reads come from the watch cache: a list without a resourceVersion is consistent (the
+cache first catches up with the store's current revision), ``resourceVersion=0`` takes
+whatever the cache has, and a paginated list (``limit``) reads the store itself so that
+its ``continue`` token names a store revision (410 once that revision is compacted).
+
+Deletion: an object with finalizers, or a Pod bound to a node, is not removed but marked
+(``deletionTimestamp``); it goes when its last finalizer is removed (or the kubelet
+confirms with a zero grace period). ``propagationPolicy`` Foreground and Orphan add the
+``foregroundDeletion`` and ``orphan`` finalizers the garbage collector acts on.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+import yaml
+
+from kubelab import storeclient
+from kubelab.api import errors, patch, selectors
+from kubelab.api.defaults import apply_defaults
+from kubelab.api.resources import Resource
+from kubelab.api.validation import validate
+
+from . import strategy
+from .storage import (
+    InvalidContinue,
+    KeyExists,
+    KeyNotFound,
+    ListResult,
+    Object,
+    RevisionConflict,
+    Storage,
+)
+from .watchcache import (
+    BOOKMARK,
+    ERROR,
+    CacheNotReady,
+    Cacher,
+    Event,
+    TooOldResourceVersion,
+    Watcher,
+)
+
+log = logging.getLogger("kubelab.apiserver.registry")
+_T = TypeVar("_T")
+
+# Finalizers the garbage collector acts on (kubectl delete --cascade=foreground|orphan).
+FOREGROUND = "foregroundDeletion"
+ORPHAN = "orphan"
+
+
+@dataclass
+class Attributes:
+    """What admission plugins see of a write (Kubernetes' admission.Attributes)."""
+
+    operation: str  # CREATE, UPDATE, DELETE, CONNECT
+    resource: Resource
+    subresource: str
+    namespace: str
+    name: str
+    object: Object | None
+    old: Object | None
+    user: Any
+    dry_run: bool
+
+
+class Admission:
+    """The admission chain's interface as the registry sees it (see `admission`)."""
+
+    def admit(self, attrs: Attributes) -> None:
+        """Mutate attrs.object (defaults of cluster policy) or raise StatusError."""
+
+    def validate(self, attrs: Attributes) -> None:
+        """Refuse with a StatusError; must not mutate."""
+
+
+@dataclass
+class ListOptions:
+    label_selector: str = ""
+    field_selector: str = ""
+    limit: int = 0
+    continue_token: str = ""
+    resource_version: str = ""
+    resource_version_match: str = ""
+    timeout_seconds: int | None = None
+    allow_bookmarks: bool = False
+    send_initial_events: bool = False
+
+    @classmethod
+    def parse(cls, args: dict[str, str]) -> ListOptions:
+        def integer(name: str) -> int | None:
+            raw = args.get(name, "")
+            if raw == "":
+                return None
+            try:
+                return int(raw)
+            except ValueError:
+                raise errors.bad_request(
+                    f"{name}: invalid value {raw!r}: must be an integer"
+                ) from None
+
+        match = args.get("resourceVersionMatch", "")
+        if match not in ("", "Exact", "NotOlderThan"):
+            raise errors.bad_request(
+                f'resourceVersionMatch: Unsupported value: "{match}": supported values: '
+                '"Exact", "NotOlderThan"'
+            )
+        rv = args.get("resourceVersion", "")
+        if rv and not rv.isdigit():
+            raise errors.bad_request(
+                f'resourceVersion: Invalid value: "{rv}": must be an '
+                "unsigned integer; get a fresh one with a list"
+            )
+        initial = args.get("sendInitialEvents", "") in ("1", "true")
+        if match and not rv and not initial:
+            raise errors.bad_request(
+                "resourceVersionMatch is forbidden unless resourceVersion is provided"
+            )
+        return cls(
+            label_selector=args.get("labelSelector", ""),
+            field_selector=args.get("fieldSelector", ""),
+            limit=max(0, integer("limit") or 0),
+            continue_token=args.get("continue", ""),
+            resource_version=rv,
+            resource_version_match=match,
+            timeout_seconds=integer("timeoutSeconds"),
+            allow_bookmarks=args.get("allowWatchBookmarks", "") in ("1", "true"),
+            send_initial_events=initial,
+        )
+
+
+@dataclass
+class DeleteOptions:
+    grace_period: int | None = None
+    propagation: str = ""
+    precondition_uid: str = ""
+    precondition_rv: str = ""
+    dry_run: bool = False
+
+    @classmethod
+    def parse(cls, args: dict[str, str], body: Object | None) -> DeleteOptions:
+        body = body or {}
+        grace = body.get("gracePeriodSeconds", args.get("gracePeriodSeconds"))
+        policy = body.get("propagationPolicy", args.get("propagationPolicy", ""))
+        if body.get("orphanDependents") is True or args.get("orphanDependents") == "true":
+            policy = policy or "Orphan"
+        if policy not in ("", "Orphan", "Background", "Foreground"):
+            raise errors.bad_request(
+                f'propagationPolicy: Unsupported value: "{policy}": supported values: '
+                '"Foreground", "Background", "Orphan"'
+            )
+        pre = body.get("preconditions") or {}
+        dry = body.get("dryRun") or args.get("dryRun")
+        try:
+            grace_value = None if grace in (None, "") else int(grace)
+        except (TypeError, ValueError):
+            raise errors.bad_request("gracePeriodSeconds must be an integer") from None
+        return cls(
+            grace_value,
+            policy,
+            str(pre.get("uid") or ""),
+            str(pre.get("resourceVersion") or ""),
+            _dry_run(dry),
+        )
+
+
+def _dry_run(value: Any) -> bool:
+    if not value:
+        return False
+    values = value if isinstance(value, list) else [value]
+    for v in values:
+        if v != "All":
+            raise errors.bad_request(f'dryRun: Unsupported value: "{v}": supported values: "All"')
+    return True
+
+
+def decode_body(data: bytes, content_type: str) -> Object:
+    """A request body as JSON or YAML; anything else is a clear 400/415."""
+    media = content_type.split(";")[0].strip().lower()
+    if media in ("", "application/json", "*/*"):
+        try:
+            obj = json.loads(data or b"null")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise errors.bad_request(f"the request body is not valid JSON: {exc}") from None
+    elif media in ("application/yaml", "application/x-yaml", "text/yaml"):
+        try:
+            obj = yaml.safe_load(data)
+        except yaml.YAMLError as exc:
+            raise errors.bad_request(f"the request body is not valid YAML: {exc}") from None
+    else:
+        raise errors.unsupported_media_type(content_type)
+    if not isinstance(obj, dict):
+        raise errors.bad_request(
+            "the request body must be a JSON object with apiVersion, kind and metadata"
+        )
+    return obj
+
+
+_PATCH_REASONS = {400: "BadRequest", 415: "UnsupportedMediaType", 422: "Invalid"}
+
+
+def patch_error(exc: patch.PatchError) -> errors.StatusError:
+    """A patch that cannot apply, with the code the patch module chose (400/415/422)."""
+    return errors.StatusError(exc.code, _PATCH_REASONS.get(exc.code, "BadRequest"), str(exc))
+
+
+class Registry:
+    """REST operations over the store and the watch cache (see the module doc)."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        cacher: Cacher,
+        admission: Admission | None = None,
+        allocator: Callable[[Attributes], tuple[list[tuple[str, bytes]], list[str]]] | None = None,
+    ) -> None:
+        self.storage = storage
+        self.cacher = cacher
+        self.admission = admission or Admission()
+        # Keys a write must also create / release in the same transaction (a Service's
+        # cluster IP and node ports); see `services`.
+        self.allocator = allocator
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, r: Resource, namespace: str, name: str, resource_version: str = "") -> Object:
+        key = r.key(namespace, name)
+        obj: Object | None
+        if resource_version == "0":
+            obj = self.cacher.get(r, key)
+        else:
+            obj = self._store_call(lambda: self.storage.get(key))
+        if obj is None:
+            raise errors.not_found(r.plural, name, r.group)
+        return obj
+
+    def list_objects(self, r: Resource, namespace: str, opts: ListOptions) -> Object:
+        matches = self._matcher(r, opts)
+        prefix = self._prefix(r, namespace)
+        exact = opts.resource_version_match == "Exact"
+        if (opts.limit and opts.resource_version != "0") or opts.continue_token or exact:
+            revision = int(opts.resource_version or 0) if exact else 0
+            try:
+                res = self._store_call(
+                    lambda: self.storage.list_objects(
+                        prefix,
+                        limit=opts.limit,
+                        continue_token=opts.continue_token,
+                        revision=revision,
+                        keep=matches,
+                    )
+                )
+            except InvalidContinue as exc:
+                raise errors.bad_request(str(exc)) from None
+            return self._list_body(r, res)
+        if opts.resource_version != "0":
+            wanted = (
+                int(opts.resource_version)
+                if opts.resource_version
+                else self._store_call(self.storage.current_revision)
+            )
+            self._wait_fresh(wanted)
+        items, revision = self.cacher.list_objects(r, prefix, matches)
+        return self._list_body(r, ListResult(items, revision))
+
+    def _list_body(self, r: Resource, res: ListResult) -> Object:
+        meta: Object = {"resourceVersion": str(res.revision)}
+        if res.continue_token:
+            meta["continue"] = res.continue_token
+            if res.remaining is not None:
+                meta["remainingItemCount"] = res.remaining
+        return {
+            "kind": r.list_kind,
+            "apiVersion": r.api_version,
+            "metadata": meta,
+            "items": res.items,
+        }
+
+    def watch(
+        self, r: Resource, namespace: str, opts: ListOptions, bookmark_every: float = 5.0
+    ) -> Iterator[Object]:
+        """Watch events as Kubernetes sends them: {"type": ..., "object": ...}."""
+        matches = self._matcher(r, opts)
+        prefix = self._prefix(r, namespace)
+        since: int | None = None
+        if opts.resource_version not in ("", "0") and not opts.send_initial_events:
+            since = int(opts.resource_version)
+            self._wait_fresh(since)
+        elif opts.resource_version == "":
+            self._wait_fresh(self._store_call(self.storage.current_revision))
+        try:
+            watcher, first = self.cacher.watch(r, prefix, matches, since)
+        except TooOldResourceVersion as exc:
+            raise errors.gone(str(exc)) from None
+        deadline = time.monotonic() + (opts.timeout_seconds if opts.timeout_seconds else 1800)
+        return self._stream(r, watcher, first, opts, deadline, bookmark_every)
+
+    def _stream(
+        self,
+        r: Resource,
+        watcher: Watcher,
+        first: list[Event],
+        opts: ListOptions,
+        deadline: float,
+        bookmark_every: float,
+    ) -> Iterator[Object]:
+        last = max([e.revision for e in first], default=self.cacher.revision)
+        sent = time.monotonic()
+        try:
+            for ev in first:
+                yield {"type": ev.type, "object": ev.object}
+            if opts.send_initial_events and opts.allow_bookmarks:
+                yield self._bookmark(r, last, initial_end=True)
+            # Wake up at least once a second to notice the deadline and send bookmarks.
+            for item in self.cacher.events(watcher, timeout=1.0):
+                now = time.monotonic()
+                if now >= deadline:
+                    return
+                if item is not None:
+                    last, sent = item.revision, now
+                    yield {"type": item.type, "object": item.object}
+                elif (
+                    opts.allow_bookmarks
+                    and now - sent >= bookmark_every
+                    and self.cacher.revision > last
+                ):
+                    last, sent = self.cacher.revision, now
+                    yield self._bookmark(r, last)
+            if watcher.reason.startswith("resource version too old"):
+                yield {"type": ERROR, "object": errors.gone(watcher.reason).status()}
+        finally:
+            self.cacher.unwatch(r, watcher)
+
+    @staticmethod
+    def _bookmark(r: Resource, revision: int, initial_end: bool = False) -> Object:
+        meta: Object = {"resourceVersion": str(revision)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return {
+            "type": BOOKMARK,
+            "object": {"kind": r.kind, "apiVersion": r.api_version, "metadata": meta},
+        }
+
+    # -- writes --------------------------------------------------------------------------
+
+    def create(
+        self, r: Resource, namespace: str, obj: Object, user: Any, dry_run: bool = False
+    ) -> Object:
+        self._check_type(r, obj)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        self._check_namespace(r, namespace, meta)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = strategy.generate_name(str(meta["generateName"]))
+        name = str(meta.get("name") or "")
+        if not name:
+            raise errors.invalid_object(
+                r.kind,
+                "",
+                [errors.required("metadata.name", "name or generateName is required")],
+                r.group,
+            )
+        strategy.prepare_for_create(r, obj)
+        apply_defaults(r.kind, obj)
+        attrs = Attributes("CREATE", r, "", namespace, name, obj, None, user, dry_run)
+        self.admission.admit(attrs)
+        self._validate(r, obj, None)
+        self.admission.validate(attrs)
+        key = r.key(namespace, name)
+        unallocated = copy.deepcopy(obj)
+        for attempt in range(5):
+            # Randomly picked addresses (a Service's cluster IP) may collide: pick again.
+            candidate = copy.deepcopy(unallocated)
+            attrs.object = candidate
+            acquire, _ = self.allocator(attrs) if self.allocator else ([], [])
+            if dry_run:
+                return candidate
+            try:
+                return self._store_call(partial(self.storage.create, key, candidate, acquire))
+            except KeyExists as exc:
+                if exc.key == key:
+                    raise errors.already_exists(r.plural, name, r.group) from None
+                if attempt == 4:
+                    raise errors.invalid_object(
+                        r.kind,
+                        name,
+                        [
+                            errors.invalid(
+                                "spec",
+                                exc.key.rsplit("/", 1)[-1],
+                                "provided value is already allocated",
+                            )
+                        ],
+                        r.group,
+                    ) from None
+        raise AssertionError("unreachable")
+
+    def update(
+        self,
+        r: Resource,
+        namespace: str,
+        name: str,
+        obj: Object,
+        user: Any,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Object:
+        """PUT: replace the object (or, for "status", only its status)."""
+        self._check_type(r, obj)
+        meta = obj.setdefault("metadata", {})
+        self._check_namespace(r, namespace, meta)
+        if meta.get("name", name) != name:
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on "
+                f"the URL ({name})"
+            )
+        meta["name"] = name
+        wanted = str(meta.get("resourceVersion") or "")
+        key = r.key(namespace, name)
+        current = self._store_call(lambda: self.storage.get(key))
+        if current is None:
+            raise errors.not_found(r.plural, name, r.group)
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            raise errors.conflict(r.plural, name, r.group)
+        return self._write(
+            r,
+            namespace,
+            name,
+            lambda _old: obj,
+            user,
+            subresource,
+            dry_run,
+            current=current,
+            retry=not wanted,
+        )
+
+    def patch(
+        self,
+        r: Resource,
+        namespace: str,
+        name: str,
+        body: bytes,
+        content_type: str,
+        user: Any,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Object:
+        media = content_type.split(";")[0].strip().lower()
+        if media not in patch.PATCH_TYPES:
+            raise errors.unsupported_media_type(content_type)
+
+        def patched(old: Object) -> Object:
+            try:
+                return patch.apply_patch(r.kind, old, body, media)
+            except patch.PatchError as exc:
+                raise patch_error(exc) from None
+
+        return self._write(r, namespace, name, patched, user, subresource, dry_run)
+
+    def update_with(
+        self,
+        r: Resource,
+        namespace: str,
+        name: str,
+        change: Callable[[Object], Object],
+        user: Any,
+        subresource: str,
+    ) -> Object:
+        """A server-authored change (a binding, an approval) through the write path."""
+        return self._write(r, namespace, name, change, user, subresource, False)
+
+    def _write(
+        self,
+        r: Resource,
+        namespace: str,
+        name: str,
+        change: Callable[[Object], Object],
+        user: Any,
+        subresource: str,
+        dry_run: bool,
+        current: Object | None = None,
+        retry: bool = True,
+    ) -> Object:
+        """Read-modify-write with the full write path; conflicts retry from the winner's
+        value unless the client pinned a resourceVersion (then 409 is the answer)."""
+        key = r.key(namespace, name)
+        side: list[tuple[list[tuple[str, bytes]], list[str]]] = [([], [])]
+
+        def mutate(old: Object) -> Object | None:
+            new = change(copy.deepcopy(old))
+            if not isinstance(new, dict):
+                raise errors.bad_request("the patched object is not a JSON object")
+            self._check_type(r, new)
+            pinned = str(new.get("metadata", {}).get("resourceVersion") or "")
+            if pinned and pinned != old["metadata"]["resourceVersion"]:
+                raise errors.conflict(r.plural, name, r.group)
+            new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
+            if subresource == "status":
+                new = strategy.prepare_for_status_update(new, old)
+            elif subresource == "binding":
+                pass  # the server wrote both spec.nodeName and the PodScheduled condition
+            else:
+                strategy.prepare_for_update(r, new, old)
+            apply_defaults(r.kind, new)
+            attrs = Attributes("UPDATE", r, subresource, namespace, name, new, old, user, dry_run)
+            self.admission.admit(attrs)
+            # A binding is the server's own change of spec.nodeName, which the pod update
+            # rules forbid to users: validate the result as an object, not as an update.
+            self._validate(r, new, None if subresource == "binding" else old)
+            self.admission.validate(attrs)
+            if self.allocator is not None:
+                side[0] = self.allocator(attrs)
+            if new == old:
+                return None
+            return new
+
+        if dry_run:
+            old = current or self._store_call(lambda: self.storage.get(key))
+            if old is None:
+                raise errors.not_found(r.plural, name, r.group)
+            return mutate(old) or old
+        try:
+            stored, _ = self._store_call(
+                lambda: self.storage.guaranteed_update(
+                    key,
+                    mutate,
+                    current=current,
+                    retries=16 if retry else 1,
+                    side_keys=lambda: side[0],
+                )
+            )
+        except KeyNotFound:
+            raise errors.not_found(r.plural, name, r.group) from None
+        except RevisionConflict:
+            raise errors.conflict(r.plural, name, r.group) from None
+        meta = stored["metadata"]
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not (r.kind == "Pod" and meta.get("deletionGracePeriodSeconds"))
+        ):
+            # The last finalizer is gone: the deletion it held back can complete.
+            return self._remove(r, namespace, name, int(meta["resourceVersion"]))
+        return stored
+
+    def delete(
+        self, r: Resource, namespace: str, name: str, opts: DeleteOptions, user: Any
+    ) -> Object:
+        key = r.key(namespace, name)
+        current = self._store_call(lambda: self.storage.get(key))
+        if current is None:
+            raise errors.not_found(r.plural, name, r.group)
+        meta = current["metadata"]
+        if opts.precondition_uid and opts.precondition_uid != meta.get("uid"):
+            raise errors.conflict(
+                r.plural,
+                name,
+                r.group,
+                why=(
+                    f"Precondition failed: UID in precondition: {opts.precondition_uid}, UID in "
+                    f"object meta: {meta.get('uid')}"
+                ),
+            )
+        if opts.precondition_rv and opts.precondition_rv != meta.get("resourceVersion"):
+            raise errors.conflict(
+                r.plural,
+                name,
+                r.group,
+                why=(
+                    f"Precondition failed: ResourceVersion in precondition: "
+                    f"{opts.precondition_rv}, ResourceVersion in object meta: "
+                    f"{meta.get('resourceVersion')}"
+                ),
+            )
+        attrs = Attributes("DELETE", r, "", namespace, name, None, current, user, opts.dry_run)
+        self.admission.validate(attrs)
+        grace = strategy.grace_period(r, current, opts.grace_period)
+        finalizers = list(meta.get("finalizers") or [])
+        if opts.propagation == "Foreground" and FOREGROUND not in finalizers:
+            finalizers.append(FOREGROUND)
+        elif opts.propagation == "Orphan" and ORPHAN not in finalizers:
+            finalizers.append(ORPHAN)
+        graceful = grace > 0 or bool(finalizers) or r.kind == "Namespace"
+        if opts.dry_run:
+            return current
+        if not graceful:
+            return self._remove(r, namespace, name, 0)
+
+        def mark(obj: Object) -> Object | None:
+            m = obj["metadata"]
+            changed = False
+            if not m.get("deletionTimestamp"):
+                at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=grace)
+                m["deletionTimestamp"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+                m["generation"] = int(m.get("generation", 0)) + 1
+                changed = True
+            if r.kind == "Pod" and (
+                m.get("deletionGracePeriodSeconds") is None
+                or grace < int(m["deletionGracePeriodSeconds"])
+            ):
+                m["deletionGracePeriodSeconds"] = grace
+                changed = True
+            for f in finalizers:
+                if f not in m.setdefault("finalizers", []):
+                    m["finalizers"].append(f)
+                    changed = True
+            if r.kind == "Namespace" and obj.get("status", {}).get("phase") != "Terminating":
+                obj.setdefault("status", {})["phase"] = "Terminating"
+                changed = True
+            return obj if changed else None
+
+        stored, _ = self._store_call(
+            lambda: self.storage.guaranteed_update(key, mark, current=current)
+        )
+        m = stored["metadata"]
+        if r.kind == "Pod" and grace == 0 and not m.get("finalizers"):
+            return self._remove(r, namespace, name, int(m["resourceVersion"]))
+        return stored
+
+    def delete_collection(
+        self, r: Resource, namespace: str, lopts: ListOptions, dopts: DeleteOptions, user: Any
+    ) -> Object:
+        listed = self.list_objects(
+            r,
+            namespace,
+            ListOptions(label_selector=lopts.label_selector, field_selector=lopts.field_selector),
+        )
+        deleted = []
+        for obj in listed["items"]:
+            meta = obj["metadata"]
+            try:
+                deleted.append(self.delete(r, meta.get("namespace", ""), meta["name"], dopts, user))
+            except errors.StatusError as exc:
+                if exc.code != 404:
+                    raise
+        listed["items"] = deleted
+        return listed
+
+    def _remove(self, r: Resource, namespace: str, name: str, revision: int) -> Object:
+        key = r.key(namespace, name)
+        current = self._store_call(lambda: self.storage.get(key))
+        if current is None:
+            raise errors.not_found(r.plural, name, r.group)
+        releases: list[str] = []
+        if self.allocator is not None:
+            _, releases = self.allocator(
+                Attributes("DELETE", r, "", namespace, name, None, current, None, False)
+            )
+        try:
+            return self._store_call(lambda: self.storage.delete(key, revision, releases))
+        except KeyNotFound:
+            raise errors.not_found(r.plural, name, r.group) from None
+        except RevisionConflict:
+            raise errors.conflict(r.plural, name, r.group) from None
+
+    # -- helpers -------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_type(r: Resource, obj: Object) -> None:
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if api_version is None and kind is None:
+            obj["apiVersion"], obj["kind"] = r.api_version, r.kind
+            return
+        if api_version != r.api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API "
+                f"version ({r.api_version})"
+            )
+        if kind != r.kind:
+            raise errors.bad_request(
+                f"the kind in the data ({kind}) does not match the expected kind ({r.kind}) "
+                f"for {r.group_resource}"
+            )
+
+    @staticmethod
+    def _check_namespace(r: Resource, namespace: str, meta: Object) -> None:
+        if not r.namespaced:
+            if meta.get("namespace"):
+                meta.pop("namespace")
+            return
+        given = meta.get("namespace") or namespace
+        if namespace and given != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"
+            )
+        if not given:
+            raise errors.bad_request("a namespace is required for " + r.group_resource)
+        meta["namespace"] = given
+
+    @staticmethod
+    def _validate(r: Resource, obj: Object, old: Object | None) -> None:
+        problems = validate(r.kind, obj, old)
+        if problems:
+            name = str(obj.get("metadata", {}).get("name", ""))
+            raise errors.invalid_object(r.kind, name, problems, r.group)
+
+    @staticmethod
+    def _prefix(r: Resource, namespace: str) -> str:
+        if r.namespaced and namespace:
+            return r.registry_prefix() + namespace + "/"
+        return r.registry_prefix()
+
+    @staticmethod
+    def _matcher(r: Resource, opts: ListOptions) -> Callable[[Object], bool]:
+        labels = selectors.parse_label_selector(opts.label_selector)
+        fields = selectors.parse_field_selector(opts.field_selector, r)
+        if labels.empty() and fields.empty():
+            return _everything
+
+        def matches(obj: Object) -> bool:
+            return labels.matches(obj.get("metadata", {}).get("labels") or {}) and fields.matches(
+                obj
+            )
+
+        return matches
+
+    def _wait_fresh(self, revision: int) -> None:
+        try:
+            self.cacher.wait_fresh(revision)
+        except CacheNotReady as exc:
+            raise errors.timeout(f"Too large resource version: {exc}") from None
+
+    @staticmethod
+    def _store_call(call: Callable[[], _T]) -> _T:
+        """Store failures as Status errors: 410 for compacted history, 503 for no quorum."""
+        try:
+            return call()
+        except storeclient.CompactedError as exc:
+            raise errors.gone(
+                "The provided continue parameter or resourceVersion is too old: the store has "
+                f"compacted that history ({exc}). "
+                "Start a new list without it."
+            ) from None
+        except storeclient.FutureRevisionError:
+            raise errors.timeout(
+                "Too large resource version: the store has not reached it yet"
+            ) from None
+        except (storeclient.Unavailable, storeclient.DeadlineExceeded) as exc:
+            raise errors.service_unavailable(
+                f"the store is unavailable ({exc}); the apiserver will retry, try again"
+            ) from None
+
+
+def _everything(obj: Object) -> bool:
+    return True

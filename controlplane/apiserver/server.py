@@ -1,0 +1,201 @@
+"""``kubelab-apiserver``: the apiserver process, with kube-apiserver's flag names.
+
+The WSGI server is gevent's (`gevent.pywsgi`), chosen over the alternatives because:
+
+* watches are long-lived streams: hundreds of them must be cheap, which greenlets are
+  (a thread-per-request server such as cheroot or waitress needs a thread per watch);
+* it streams a response as the app yields it (chunked), one event per chunk;
+* its request handler is a small class we can extend to hand the verified client
+  certificate to the app (``environ["kubelab.client_cert"]``, DER bytes), which gunicorn's
+  sync and gthread workers do not do;
+* it is pure WSGI, so Flask stays the framework, and it is well kept.
+
+``gevent.monkey.patch_all()`` runs first, so the store client (requests, sockets) and the
+watch cache's threads become cooperative greenlets without changing their code.
+
+TLS: the server presents ``--tls-cert-file`` and asks clients for a certificate
+(optional: tokens are fine too) verified against ``--client-ca-file``. Python's ssl module
+verifies a client certificate during the handshake, so a certificate from a wrong CA is
+refused there ("unknown ca") rather than with a 401 as Go's apiserver does; a request
+without any credential gets the 401.
+"""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import signal  # noqa: E402
+import ssl  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import gevent  # noqa: E402
+from cryptography.hazmat.primitives import serialization  # noqa: E402
+from gevent.pywsgi import WSGIHandler, WSGIServer  # noqa: E402
+
+from .admission import Chain  # noqa: E402
+from .apiserver import APIServer, Config  # noqa: E402
+from .app import create_app  # noqa: E402
+
+log = logging.getLogger("kubelab.apiserver")
+
+
+class CertHandler(WSGIHandler):  # type: ignore[misc]
+    """Adds the client's verified certificate (DER) to the WSGI environ."""
+
+    def get_environ(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environ()
+        getpeercert = getattr(self.socket, "getpeercert", None)
+        environ["kubelab.client_cert"] = getpeercert(binary_form=True) if getpeercert else None
+        return environ
+
+    def log_request(self) -> None:
+        """Access logging is the audit log's job; keep the process log for events."""
+
+
+class APIHTTPServer(WSGIServer):  # type: ignore[misc]
+    """A refused TLS handshake (wrong CA, plain HTTP) is one log line, not a traceback."""
+
+    def wrap_socket_and_handle(self, client_socket: Any, address: Any) -> Any:
+        try:
+            return super().wrap_socket_and_handle(client_socket, address)
+        except ssl.SSLError as exc:
+            log.info("apiserver: TLS handshake with %s refused: %s", address[0], exc.reason or exc)
+            return None
+
+
+def _ssl_context(cert: Path, key: Path, client_ca: Path | None) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert, key)
+    if client_ca is not None:
+        ctx.load_verify_locations(client_ca)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    return ctx
+
+
+def _public_keys(paths: list[Path]) -> list[Any]:
+    keys: list[Any] = []
+    for p in paths:
+        data = p.read_bytes()
+        if b"PRIVATE KEY" in data:
+            keys.append(serialization.load_pem_private_key(data, None).public_key())
+        else:
+            keys.append(serialization.load_pem_public_key(data))
+    return keys
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="kubelab-apiserver", description="The kubelab Kubernetes API server."
+    )
+    p.add_argument(
+        "--etcd-servers", required=True, help="comma-separated store URLs (kubelab-store or etcd)"
+    )
+    p.add_argument("--etcd-cafile", type=Path)
+    p.add_argument("--etcd-certfile", type=Path)
+    p.add_argument("--etcd-keyfile", type=Path)
+    p.add_argument("--bind-address", default="0.0.0.0")
+    p.add_argument("--secure-port", type=int, default=6443)
+    p.add_argument("--advertise-address", default="127.0.0.1")
+    p.add_argument("--tls-cert-file", type=Path, required=True)
+    p.add_argument("--tls-private-key-file", type=Path, required=True)
+    p.add_argument("--client-ca-file", type=Path)
+    p.add_argument("--service-account-key-file", type=Path, action="append", default=[])
+    p.add_argument("--service-account-signing-key-file", type=Path)
+    p.add_argument("--service-account-issuer", default=None)
+    p.add_argument("--service-cluster-ip-range", default="10.96.0.0/12")
+    p.add_argument("--service-node-port-range", default="30000-32767")
+    p.add_argument("--authorization-mode", default="Node,RBAC")
+    p.add_argument("--enable-admission-plugins", default=",".join(Chain.ALL))
+    p.add_argument("--audit-log-path", type=Path)
+    p.add_argument("--token-auth-file", type=Path)
+    p.add_argument("--anonymous-auth", default="true", choices=["true", "false"])
+    p.add_argument("--kubelet-client-certificate", type=Path)
+    p.add_argument("--kubelet-client-key", type=Path)
+    p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-5)")
+    return p.parse_args(argv)
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    low, _, high = args.service_node_port_range.partition("-")
+    signing = None
+    if args.service_account_signing_key_file:
+        signing = serialization.load_pem_private_key(
+            args.service_account_signing_key_file.read_bytes(), None
+        )
+    public = _public_keys(args.service_account_key_file)
+    if signing is not None and not public:
+        public = [signing.public_key()]
+    modes = [m.strip() for m in args.authorization_mode.split(",")]
+    if modes != ["Node", "RBAC"] and modes != ["RBAC"]:
+        raise SystemExit(
+            f"--authorization-mode {args.authorization_mode}: kubelab supports "
+            "Node,RBAC (and RBAC alone)"
+        )
+    return Config(
+        etcd_servers=[s.strip() for s in args.etcd_servers.split(",") if s.strip()],
+        etcd_cafile=args.etcd_cafile,
+        etcd_certfile=args.etcd_certfile,
+        etcd_keyfile=args.etcd_keyfile,
+        advertise_address=args.advertise_address,
+        secure_port=args.secure_port,
+        service_cluster_ip_range=args.service_cluster_ip_range,
+        service_node_port_range=(int(low), int(high)),
+        admission_plugins=tuple(
+            p.strip() for p in args.enable_admission_plugins.split(",") if p.strip()
+        ),
+        audit_log_path=args.audit_log_path,
+        token_auth_file=args.token_auth_file,
+        anonymous_auth=args.anonymous_auth == "true",
+        service_account_signing_key=signing,
+        service_account_public_keys=public,
+        kubelet_client_cert=args.kubelet_client_certificate,
+        kubelet_client_key=args.kubelet_client_key,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.v >= 4 else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    config = config_from(args)
+    server = APIServer(config)
+    log.info("apiserver: starting; store %s", ",".join(config.etcd_servers))
+    try:
+        server.start()
+    except RuntimeError as exc:
+        log.error("%s", exc)
+        raise SystemExit(1) from None
+    ctx = _ssl_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
+    http = APIHTTPServer(
+        (args.bind_address, args.secure_port),
+        create_app(server),
+        handler_class=CertHandler,
+        ssl_context=ctx,
+        log=None,
+        error_log=logging.getLogger("kubelab.apiserver.http"),
+    )
+
+    def shutdown() -> None:
+        log.info("apiserver: shutting down")
+        http.stop(timeout=5)
+        server.stop()
+
+    gevent.signal_handler(signal.SIGTERM, shutdown)
+    gevent.signal_handler(signal.SIGINT, shutdown)
+    log.info("apiserver: serving on https://%s:%d", args.bind_address, args.secure_port)
+    http.serve_forever()
+    log.info("apiserver: stopped")
+
+
+if __name__ == "__main__":
+    main()

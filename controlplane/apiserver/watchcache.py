@@ -1,0 +1,385 @@
+"""The watch cache: every object of every resource in memory, fed by ONE store watch.
+
+Without it each `kubectl get -w`, informer and kubelet would open its own store watch and
+every list would be a range over the store. Kubernetes puts a cache in the apiserver in
+between; so does kubelab:
+
+    store --(one watch on /registry/, prev_kv)--> Cacher --> ResourceCache (per resource)
+                                                              |- objects by key
+                                                              |- recent events (ring)
+                                                              '- watchers (one queue each)
+
+Start-up lists ``/registry/`` at revision R, then watches from R+1. Every store revision
+is a write under ``/registry/`` (the store is the apiserver's alone), so the cacher sees
+every revision and its `revision` is exactly the store's: that is what makes consistent
+reads from the cache possible (ask the store for its current revision, wait until the
+cache has reached it, answer from memory), as Kubernetes' ConsistentListFromCache does.
+
+Watches from a resourceVersion replay the ring's events after it, then follow live; a
+version older than the ring holds gets 410 Gone ("too old resource version") so the client
+re-lists. A watch with resourceVersion "0" (or none) starts with a synthetic ADDED per
+current object. Selectors are applied per watcher, and an object that stops (starts)
+matching is sent as DELETED (ADDED), so a filtered watch stays a consistent view.
+
+A watcher whose queue overflows (a client that stopped reading) is closed rather than
+allowed to grow without bound; like any closed watch, its client re-watches.
+
+If the store watch is lost (a member restarted) the cacher re-watches from its revision;
+if that revision was compacted meanwhile it re-lists, and every open watch ends with
+410 so clients re-list too. Threads and `threading` primitives only: under the
+apiserver's gevent server they are green.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from kubelab import storeclient
+from kubelab.api.resources import RESOURCES, Resource
+
+from .storage import Object, Storage, decode
+
+log = logging.getLogger("kubelab.apiserver.watchcache")
+
+ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
+
+
+class TooOldResourceVersion(Exception):
+    """The requested resourceVersion is older than the cache's history (410 Gone)."""
+
+    def __init__(self, requested: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({oldest})")
+        self.requested = requested
+        self.oldest = oldest
+
+
+class CacheNotReady(Exception):
+    """The cache has not caught up with the store in time (503, retry)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    key: str
+    object: Object
+    prev: Object | None
+    revision: int
+
+
+Filter = Callable[[Object], bool]
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One client's watch: events for it are queued here; `None` ends the stream."""
+
+    prefix: str
+    matches: Filter
+    queue: queue.Queue[Event | None] = field(default_factory=lambda: queue.Queue(maxsize=5000))
+    closed: bool = False
+    reason: str = ""
+
+    def offer(self, ev: Event) -> None:
+        """Queue what `ev` means to this watcher (if anything); close it on overflow."""
+        if self.closed or not ev.key.startswith(self.prefix):
+            return
+        now = ev.type != DELETED and self.matches(ev.object)
+        before = ev.prev is not None and self.matches(ev.prev)
+        if ev.type == DELETED:
+            out = ev if before else None
+        elif now and before:
+            out = ev
+        elif now:
+            out = Event(ADDED, ev.key, ev.object, ev.prev, ev.revision)
+        elif before:
+            # It no longer matches: to this watcher it is gone, in its last matching form
+            # but at the new revision.
+            gone = json.loads(json.dumps(ev.object))
+            out = Event(DELETED, ev.key, gone, ev.prev, ev.revision)
+        else:
+            out = None
+        if out is None:
+            return
+        try:
+            self.queue.put_nowait(out)
+        except queue.Full:
+            self.close("the watcher fell too far behind")
+
+    def close(self, reason: str = "") -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.reason = reason
+        with contextlib.suppress(queue.Full):
+            self.queue.put_nowait(None)
+
+
+class ResourceCache:
+    """One resource's objects, recent events and watchers (guarded by the cacher's lock)."""
+
+    def __init__(self, resource: Resource, capacity: int) -> None:
+        self.resource = resource
+        self.prefix = resource.registry_prefix()
+        self.depth = 2 if resource.namespaced else 1
+        self.objects: dict[str, Object] = {}
+        self.events: collections.deque[Event] = collections.deque(maxlen=capacity)
+        self.oldest = 0
+        """Every event after this revision is in `events`."""
+        self.watchers: set[Watcher] = set()
+
+    def owns(self, key: str) -> bool:
+        if not key.startswith(self.prefix):
+            return False
+        rest = key[len(self.prefix) :]
+        return rest.count("/") == self.depth - 1 and "" not in rest.split("/")
+
+    def record(self, ev: Event) -> None:
+        if len(self.events) == self.events.maxlen:
+            self.oldest = self.events[0].revision
+        self.events.append(ev)
+        for w in list(self.watchers):
+            w.offer(ev)
+            if w.closed:
+                self.watchers.discard(w)
+
+
+class Cacher:
+    """All resources' caches, fed by one store watch running in a background thread."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        resources: tuple[Resource, ...] = RESOURCES,
+        capacity: int = 10_000,
+    ) -> None:
+        self.storage = storage
+        self.caches = [ResourceCache(r, capacity) for r in resources if r.stored]
+        self._by_prefix = sorted(self.caches, key=lambda c: -len(c.prefix))
+        self.revision = 0
+        self._cond = threading.Condition()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._watch: storeclient.Watch | None = None
+        self.ready = threading.Event()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="watch-cache", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._watch is not None:
+            self._watch.close()
+        with self._cond:
+            for c in self.caches:
+                for w in c.watchers:
+                    w.close("the apiserver is shutting down")
+                c.watchers.clear()
+            self._cond.notify_all()
+
+    def cache_for(self, resource: Resource) -> ResourceCache:
+        for c in self.caches:
+            if c.resource == resource:
+                return c
+        raise KeyError(resource.group_resource)
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stopped.is_set():
+            try:
+                if not self.ready.is_set():
+                    self._relist()
+                self._follow()
+                backoff = 0.1
+            except storeclient.CompactedError as exc:
+                log.warning(
+                    "watch cache: history compacted past %d (%s); re-listing", self.revision, exc
+                )
+                self._reset()
+            except Exception as exc:  # the store is down or restarting: retry
+                if self._stopped.is_set():
+                    return
+                log.warning(
+                    "watch cache: store watch lost at revision %d: %s; retrying in %.1fs",
+                    self.revision,
+                    exc,
+                    backoff,
+                )
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _relist(self) -> None:
+        objects, revision = self.storage.scan("/registry/")
+        with self._cond:
+            for c in self.caches:
+                c.objects.clear()
+                c.events.clear()
+                c.oldest = revision
+            for key, obj in objects:
+                cache = self._owner(key)
+                if cache is not None:
+                    cache.objects[key] = obj
+            self.revision = revision
+            self._cond.notify_all()
+        self.ready.set()
+        log.info("watch cache: listed %d objects at revision %d", len(objects), revision)
+
+    def _reset(self) -> None:
+        """Forget everything and end every watch with 410: history was lost."""
+        with self._cond:
+            self.ready.clear()
+            for c in self.caches:
+                for w in c.watchers:
+                    w.close("resource version too old: the cache re-listed")
+                c.watchers.clear()
+
+    def _follow(self) -> None:
+        with self.storage.client.watch(
+            "/registry/",
+            prefix=True,
+            start_revision=self.revision + 1,
+            prev_kv=True,
+            progress_notify=True,
+        ) as watch:
+            self._watch = watch
+            for frame in watch:
+                if self._stopped.is_set():
+                    return
+                if frame.canceled:
+                    if frame.compact_revision:
+                        raise storeclient.CompactedError(
+                            storeclient.GrpcCode.OUT_OF_RANGE,
+                            "required revision has been compacted",
+                        )
+                    raise storeclient.Unavailable(
+                        storeclient.GrpcCode.UNAVAILABLE, frame.cancel_reason or "canceled"
+                    )
+                self._apply(frame)
+
+    def _apply(self, frame: storeclient.WatchResponse) -> None:
+        with self._cond:
+            for ev in frame.events:
+                key = ev.kv.key.decode()
+                cache = self._owner(key)
+                revision = ev.kv.mod_revision
+                if cache is None:
+                    continue
+                prev = decode(ev.prev_kv) if ev.prev_kv is not None else cache.objects.get(key)
+                if ev.type == "DELETE":
+                    if prev is None:
+                        continue
+                    gone = json.loads(json.dumps(prev))
+                    gone["metadata"]["resourceVersion"] = str(revision)
+                    cache.objects.pop(key, None)
+                    cache.record(Event(DELETED, key, gone, prev, revision))
+                else:
+                    obj = decode(ev.kv)
+                    cache.objects[key] = obj
+                    kind = ADDED if ev.kv.version == 1 or prev is None else MODIFIED
+                    cache.record(Event(kind, key, obj, prev, revision))
+            header_rev = frame.header.revision
+            last = max((e.kv.mod_revision for e in frame.events), default=0)
+            # A progress notification (no events) says the store is at header_rev and
+            # nothing under the prefix changed in between.
+            self.revision = max(self.revision, last if frame.events else header_rev)
+            self._cond.notify_all()
+
+    def _owner(self, key: str) -> ResourceCache | None:
+        for c in self._by_prefix:
+            if c.owns(key):
+                return c
+        return None
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def wait_fresh(self, revision: int, timeout: float = 3.0) -> None:
+        """Block until the cache has seen `revision` (the store's, just read)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.revision < revision or not self.ready.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopped.is_set():
+                    raise CacheNotReady(
+                        f"the watch cache is at revision {self.revision}, behind the "
+                        f"store's {revision}; try again"
+                    )
+                self._cond.wait(left)
+
+    def list_objects(
+        self, resource: Resource, prefix: str, matches: Filter
+    ) -> tuple[list[Object], int]:
+        """The matching objects under `prefix` (a namespace or the whole resource), in key
+        order, and the revision they are current at."""
+        cache = self.cache_for(resource)
+        with self._cond:
+            items = [o for k, o in sorted(cache.objects.items()) if k.startswith(prefix)]
+            revision = self.revision
+        return [o for o in items if matches(o)], revision
+
+    def get(self, resource: Resource, key: str) -> Object | None:
+        with self._cond:
+            return self.cache_for(resource).objects.get(key)
+
+    def watch(
+        self,
+        resource: Resource,
+        prefix: str,
+        matches: Filter,
+        resource_version: int | None,
+    ) -> tuple[Watcher, list[Event]]:
+        """Register a watcher. With a `resource_version`, the events after it come first
+        (410 if they are no longer held); without, a synthetic ADDED per object now."""
+        cache = self.cache_for(resource)
+        w = Watcher(prefix, matches)
+        with self._cond:
+            if resource_version is None:
+                first = [
+                    Event(ADDED, k, o, None, int(o["metadata"]["resourceVersion"]))
+                    for k, o in sorted(cache.objects.items())
+                    if k.startswith(prefix) and matches(o)
+                ]
+            else:
+                if resource_version < cache.oldest:
+                    raise TooOldResourceVersion(resource_version, cache.oldest + 1)
+                first = []
+                for ev in cache.events:
+                    if ev.revision > resource_version:
+                        w.offer(ev)
+                while not w.queue.empty():
+                    item = w.queue.get_nowait()
+                    if item is not None:
+                        first.append(item)
+            cache.watchers.add(w)
+        return w, first
+
+    def unwatch(self, resource: Resource, w: Watcher) -> None:
+        with self._cond:
+            self.cache_for(resource).watchers.discard(w)
+        w.close()
+
+    def watcher_count(self) -> int:
+        with self._cond:
+            return sum(len(c.watchers) for c in self.caches)
+
+    def events(self, w: Watcher, timeout: float) -> Iterator[Event | None]:
+        """The watcher's next events; yields None after `timeout` s without one (the
+        caller's chance to send a bookmark or notice the deadline)."""
+        while True:
+            try:
+                item = w.queue.get(timeout=timeout)
+            except queue.Empty:
+                yield None
+                continue
+            if item is None:
+                return
+            yield item

@@ -1,0 +1,618 @@
+"""Informers: a local, continuously updated cache of one resource, and notifications of
+its changes. Controllers, the scheduler and the kubelet read the cache instead of asking
+the apiserver, and react to the notifications; this is client-go's `tools/cache`.
+
+Three pieces, each usable alone:
+
+* `Indexer`: a thread-safe map "namespace/name" -> object (just "name" for
+  cluster-scoped objects), with secondary indexes, e.g. pods by `spec.nodeName`, so that
+  "the pods of node n1" is a lookup rather than a scan.
+* `Reflector`: keeps a `Store` (an `Indexer`, or an informer's queue) equal to the
+  apiserver's state. It lists, then watches from the list's resourceVersion, applying
+  each event.
+* `SharedInformer`: a reflector feeding an indexer, plus event handlers.
+
+The reflector's protocol, and why:
+
+* List, then watch from the list's resourceVersion. The list is a consistent snapshot at
+  that version, and the watch delivers exactly the changes after it: nothing is missed
+  and nothing is applied twice.
+* When a watch ends (the server's timeout, a dropped connection), watch again from the
+  last resourceVersion seen; the cache stays valid, so no relist is needed.
+* On 410 Gone, list again. The apiserver keeps a bounded history of changes; once it has
+  dropped the changes after our resourceVersion, they cannot be replayed, and the only
+  way back to a correct cache is a fresh snapshot. Objects deleted in the gap simply are
+  absent from the new list (see `DeletedFinalStateUnknown`).
+* Bookmarks carry no change, only a newer resourceVersion: remembering it means that the
+  next watch starts from a recent point, so a quiet watch does not fall out of the history
+  and force a relist.
+* On 429 (too many requests) and connection failures, wait with an exponential, jittered
+  back-off before trying again, so that a fleet of clients does not hammer an apiserver
+  that is overloaded or restarting. Watch timeouts are randomised (5-10 min) for the same
+  reason. A `threading.Event` stops the reflector, cutting an open watch short.
+
+The informer's contract, which its users may rely on:
+
+* The cache is eventually consistent: it lags the apiserver by the time an event takes
+  to arrive, and after a relist it is a recent snapshot, not necessarily the latest.
+* Notifications for one object arrive in the order its changes happened. All handlers
+  are called from one thread, one notification at a time.
+* A handler is called after the cache has been updated. A handler typically puts a key
+  in a work queue and a worker then reads the object from the cache: had the handler run
+  first, the worker could read the state before the change it was notified of, act on
+  it, and never be notified again.
+* Handlers must return quickly (they hold up every other notification): the work goes
+  to a work queue, not into the handler.
+* on_add and on_update are decided by the cache, not by the event's name: an object
+  the cache did not hold is an add, one it did hold is an update (with the old state).
+  After a relist every listed object that was already cached is an update, even if
+  unchanged; handlers that only care about changes compare resourceVersions.
+* A delete normally comes with the object's last state. When the deletion happened
+  while the informer was not watching (between a 410 and the relist), the informer only
+  learns that the object is gone, not what it looked like when it went: on_delete then
+  receives a `DeletedFinalStateUnknown` holding the key and the last state the cache had,
+  which may be stale. Delete handlers must accept both.
+* With a resync period, every cached object is periodically re-delivered as
+  on_update(obj, obj): a controller that dropped an item gets another chance to
+  reconcile it. It is not a relist; nothing is fetched.
+* The objects are shared by the cache and every handler: never modify one; copy it
+  (`copy.deepcopy`) to build an update.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import random
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from kubelab.api.errors import StatusError
+from kubelab.api.resources import Resource
+from kubelab.client.clock import REAL_CLOCK, Clock
+from kubelab.client.flowcontrol import Backoff
+from kubelab.client.rest import Object, ResourceExpired, RestClient, ServerUnreachable, Watch
+
+log = logging.getLogger(__name__)
+
+# -- keys and indexes ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeletedFinalStateUnknown:
+    """An object deleted while the informer was not watching: `key` is certain, `obj` is
+    the last state the cache had, which may be older than the object's final state."""
+
+    key: str
+    obj: Object
+
+
+def object_key(obj: Object | DeletedFinalStateUnknown) -> str:
+    """The cache key of an object: "namespace/name", or "name" if cluster-scoped."""
+    if isinstance(obj, DeletedFinalStateUnknown):
+        return obj.key
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not name:
+        raise ValueError("an object without metadata.name has no key")
+    namespace = meta.get("namespace")
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(namespace, name) of a cache key; the namespace is "" for cluster-scoped objects."""
+    namespace, sep, name = key.partition("/")
+    if not sep:
+        return "", key
+    if not namespace or not name or "/" in name:
+        raise ValueError(f"{key!r} is not a namespace/name key")
+    return namespace, name
+
+
+IndexFunc = Callable[[Object], Iterable[str]]
+"""The values under which an object is indexed (none, one or several)."""
+
+NAMESPACE_INDEX = "namespace"
+NODE_NAME_INDEX = "spec.nodeName"
+
+
+def namespace_index(obj: Object) -> list[str]:
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    return [namespace] if namespace else []
+
+
+def node_name_index(obj: Object) -> list[str]:
+    """Pods by the node they are bound to (unscheduled pods are not indexed)."""
+    node = (obj.get("spec") or {}).get("nodeName")
+    return [node] if node else []
+
+
+class Store(Protocol):
+    """What a `Reflector` writes to."""
+
+    def add(self, obj: Object) -> object: ...
+
+    def update(self, obj: Object) -> object: ...
+
+    def delete(self, obj: Object) -> object: ...
+
+    def replace(self, objects: builtins.list[Object], resource_version: str) -> object: ...
+
+
+class Indexer:
+    """A thread-safe cache of objects by key, with named secondary indexes."""
+
+    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, Object] = {}
+        self._indexers: dict[str, IndexFunc] = {}
+        self._indices: dict[str, dict[str, set[str]]] = {}
+        self.add_indexers(indexers or {})
+
+    def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
+        """Add indexes; objects already cached are indexed at once."""
+        with self._lock:
+            for name, func in indexers.items():
+                if name in self._indexers:
+                    raise ValueError(f"index {name!r} exists already")
+                self._indexers[name] = func
+                self._indices[name] = {}
+                for key, obj in self._items.items():
+                    self._index(name, key, None, obj)
+
+    def _index(self, name: str, key: str, old: Object | None, new: Object | None) -> None:
+        index, func = self._indices[name], self._indexers[name]
+        for value in func(old) if old is not None else ():
+            keys = index.get(value)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del index[value]
+        for value in func(new) if new is not None else ():
+            index.setdefault(value, set()).add(key)
+
+    def _set(self, key: str, new: Object | None) -> Object | None:
+        """Store `new` under `key` (None: remove it); return what was there."""
+        old = self._items.pop(key, None)
+        if new is not None:
+            self._items[key] = new
+        for name in self._indexers:
+            self._index(name, key, old, new)
+        return old
+
+    def add(self, obj: Object) -> Object | None:
+        """Cache `obj`, replacing the object with the same key; return the one replaced."""
+        with self._lock:
+            return self._set(object_key(obj), obj)
+
+    def update(self, obj: Object) -> Object | None:
+        """The same as `add`: the cache holds the latest state, whatever the event."""
+        return self.add(obj)
+
+    def delete(self, obj: Object | DeletedFinalStateUnknown) -> Object | None:
+        """Forget the object with `obj`'s key; return it (None if it was not cached)."""
+        with self._lock:
+            return self._set(object_key(obj), None)
+
+    def replace(self, objects: builtins.list[Object], resource_version: str = "") -> None:
+        """Make the cache hold exactly `objects` (a fresh list from the apiserver)."""
+        with self._lock:
+            self._items = {object_key(o): o for o in objects}
+            self._indices = {name: {} for name in self._indexers}
+            for key, obj in self._items.items():
+                for name in self._indexers:
+                    self._index(name, key, None, obj)
+
+    def get(self, key: str) -> Object | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def list(self) -> builtins.list[Object]:
+        with self._lock:
+            return builtins.list(self._items.values())
+
+    def keys(self) -> builtins.list[str]:
+        with self._lock:
+            return builtins.list(self._items)
+
+    def by_index(self, index_name: str, value: str) -> builtins.list[Object]:
+        """The objects that index `index_name` files under `value`."""
+        with self._lock:
+            if index_name not in self._indices:
+                raise ValueError(f"there is no index named {index_name!r}")
+            keys = self._indices[index_name].get(value, set())
+            return [self._items[k] for k in sorted(keys)]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+# -- reflector ---------------------------------------------------------------------------
+
+REFLECTOR_BACKOFF = Backoff(base=0.8, cap=30.0, jitter=1.0)
+"""client-go's reflector back-off: 0.8 s doubling to 30 s, plus up to 100% jitter."""
+
+WATCH_TIMEOUT_RANGE = (300, 600)
+"""Seconds after which the apiserver ends a watch, drawn at random for each watch."""
+
+MIN_WATCH_DURATION = 1.0
+"""A watch that ends sooner than this without an event counts as a failure (back off)."""
+
+
+def _when_set(event: threading.Event, action: Callable[[], None], name: str) -> None:
+    """Run `action` in a daemon thread once `event` is set: how a blocking read is cut
+    short by a stop event that cannot itself interrupt it."""
+
+    def wait_then_act() -> None:
+        event.wait()
+        action()
+
+    threading.Thread(target=wait_then_act, name=name, daemon=True).start()
+
+
+class Reflector:
+    """Keeps `store` equal to the apiserver's objects of `resource` (in `namespace`, ""
+    for all, and matching the selectors), following the protocol of the module docstring.
+
+    `page_size` lists in pages of that many objects (None: in one request).
+    """
+
+    def __init__(
+        self,
+        client: RestClient,
+        resource: Resource,
+        store: Store,
+        *,
+        namespace: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        page_size: int | None = 500,
+        backoff: Backoff = REFLECTOR_BACKOFF,
+        clock: Clock = REAL_CLOCK,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._client = client
+        self._resource = resource
+        self._store = store
+        self._namespace = namespace
+        self._label_selector = label_selector
+        self._field_selector = field_selector
+        self._page_size = page_size
+        self._backoff = backoff
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self._watch: Watch | None = None
+        self._stopped = False
+        self.name = resource.group_resource + (f" in {namespace}" if namespace else "")
+        self.last_sync_resource_version = ""
+        """The resourceVersion the store reflects (from the last list, event or bookmark)."""
+
+    def run(self, stop: threading.Event) -> None:
+        """List and watch until `stop` is set; never raises for API or network errors."""
+        self._stopped = False
+        _when_set(stop, self._interrupt, f"reflector-stop {self.name}")
+        failures = 0
+        need_list = True
+        while not stop.is_set():
+            expired = False
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                if self._watch_once():
+                    failures = 0
+                    continue
+                log.info("%s: the watch ended at once without events", self.name)
+            except ResourceExpired as exc:
+                log.info("%s: %s; listing again", self.name, exc)
+                need_list = expired = True
+            except StatusError as exc:
+                log.warning("%s: %s (%d %s)", self.name, exc, exc.code, exc.reason)
+                # 429 is the apiserver asking for patience: our position is still valid.
+                need_list = need_list or exc.code != 429
+            except ServerUnreachable as exc:
+                log.warning("%s: %s", self.name, exc)
+            except Exception:
+                log.exception("%s: unexpected error; listing again", self.name)
+                need_list = True
+            # A first 410 is routine (the history moved on while we were away): relist at
+            # once. Any other failure, or a 410 again right after a relist, backs off.
+            delay = 0.0 if expired and failures == 0 else self._backoff.delay(failures, self._rng)
+            failures += 1
+            if delay and self._clock.sleep(delay, stop):
+                break
+
+    def _interrupt(self) -> None:
+        with self._lock:
+            self._stopped = True
+            if self._watch is not None:
+                self._watch.close()
+
+    def _list(self) -> None:
+        items: list[Object] = []
+        token = ""
+        limit = self._page_size
+        while True:
+            try:
+                page = self._client.list(
+                    self._resource,
+                    self._namespace,
+                    label_selector=self._label_selector,
+                    field_selector=self._field_selector,
+                    limit=limit,
+                    continue_token=token,
+                )
+            except ResourceExpired:
+                if not token:
+                    raise
+                # The continuation outlived the history its first page was read at.
+                log.info("%s: list continuation expired; listing in one request", self.name)
+                items, token, limit = [], "", None
+                continue
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                break
+        # List items may leave out their kind; watch events carry it. Make them alike.
+        for item in items:
+            item.setdefault("apiVersion", self._resource.api_version)
+            item.setdefault("kind", self._resource.kind)
+        resource_version = str(meta.get("resourceVersion") or "")
+        self._store.replace(items, resource_version)
+        self.last_sync_resource_version = resource_version
+
+    def _watch_once(self) -> bool:
+        """Watch from the last resourceVersion until the stream ends; return whether it
+        made progress (delivered an event or lasted a while)."""
+        started = self._clock.now()
+        watch = self._client.watch(
+            self._resource,
+            self._namespace,
+            resource_version=self.last_sync_resource_version,
+            label_selector=self._label_selector,
+            field_selector=self._field_selector,
+            timeout_seconds=self._rng.randint(*WATCH_TIMEOUT_RANGE),
+        )
+        with self._lock:
+            if self._stopped:
+                watch.close()
+            self._watch = watch
+        delivered = False
+        try:
+            for kind, obj in watch:
+                if kind == "ADDED":
+                    self._store.add(obj)
+                elif kind == "MODIFIED":
+                    self._store.update(obj)
+                elif kind == "DELETED":
+                    self._store.delete(obj)
+                elif kind != "BOOKMARK":
+                    log.warning("%s: ignoring a watch event of type %r", self.name, kind)
+                    continue
+                self.last_sync_resource_version = str(obj["metadata"]["resourceVersion"])
+                delivered = True
+        finally:
+            with self._lock:
+                self._watch = None
+            watch.close()
+        return delivered or self._clock.now() - started >= MIN_WATCH_DURATION
+
+
+# -- informer ----------------------------------------------------------------------------
+
+AddHandler = Callable[[Object], None]
+UpdateHandler = Callable[[Object, Object], None]
+"""Called with (old, new)."""
+DeleteHandler = Callable[[Object | DeletedFinalStateUnknown], None]
+
+
+@dataclass(frozen=True)
+class _Handler:
+    on_add: AddHandler | None
+    on_update: UpdateHandler | None
+    on_delete: DeleteHandler | None
+
+
+@dataclass(frozen=True)
+class _Delta:
+    """A change the reflector made, waiting to be applied to the cache and notified.
+    `replace` carries a whole list; `upsert` and `delete` one object."""
+
+    kind: str
+    objects: tuple[Object, ...]
+
+
+class _DeltaQueue:
+    """The reflector's store inside an informer: it queues changes for the informer's
+    processing thread, so that the watch is read while handlers run."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._queue: deque[_Delta] = deque()
+        self.closed = False
+
+    def _put(self, delta: _Delta) -> None:
+        with self._cond:
+            self._queue.append(delta)
+            self._cond.notify()
+
+    def add(self, obj: Object) -> None:
+        self._put(_Delta("upsert", (obj,)))
+
+    def update(self, obj: Object) -> None:
+        self._put(_Delta("upsert", (obj,)))
+
+    def delete(self, obj: Object) -> None:
+        self._put(_Delta("delete", (obj,)))
+
+    def replace(self, objects: list[Object], resource_version: str) -> None:
+        self._put(_Delta("replace", tuple(objects)))
+
+    def close(self) -> None:
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+    def pop(self, deadline: float | None) -> _Delta | None:
+        """The next change; None once closed or when the clock reaches `deadline`."""
+        with self._cond:
+            while not self._queue and not self.closed:
+                if deadline is not None and self._clock.now() >= deadline:
+                    return None
+                timeout = None if deadline is None else deadline - self._clock.now()
+                self._clock.wait(self._cond, timeout)
+            return None if self.closed else self._queue.popleft()
+
+
+class SharedInformer:
+    """One resource's cache (`indexer`) kept up to date by a reflector, shared by any
+    number of event handlers; the contract is in the module docstring."""
+
+    def __init__(
+        self,
+        client: RestClient,
+        resource: Resource,
+        *,
+        namespace: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        resync_period: float | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        backoff: Backoff = REFLECTOR_BACKOFF,
+        clock: Clock = REAL_CLOCK,
+    ) -> None:
+        self.indexer = Indexer(indexers)
+        """The cache. Read it freely; never modify it or the objects it holds."""
+        self._resync_period = resync_period
+        self._clock = clock
+        self._deltas = _DeltaQueue(clock)
+        self._reflector = Reflector(
+            client,
+            resource,
+            self._deltas,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            backoff=backoff,
+            clock=clock,
+        )
+        # Held while notifying, so that notifications never interleave, and a handler
+        # added late gets the cached objects replayed without missing or doubling one.
+        self._dispatch = threading.Lock()
+        self._handlers: list[_Handler] = []
+        self._synced = threading.Event()
+        self._started = False
+
+    @property
+    def last_sync_resource_version(self) -> str:
+        return self._reflector.last_sync_resource_version
+
+    def add_event_handler(
+        self,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+    ) -> None:
+        """Register callbacks. Added to a running informer, the handler first receives
+        on_add for every object already cached, as if it had been there all along."""
+        handler = _Handler(on_add, on_update, on_delete)
+        with self._dispatch:
+            self._handlers.append(handler)
+            for obj in self.indexer.list():
+                self._call(handler.on_add, obj)
+
+    def has_synced(self) -> bool:
+        """Whether the first list has reached the cache and the handlers."""
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        """Block until `has_synced()` (real time, at most `timeout` seconds)."""
+        return self._synced.wait(timeout)
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        """`run(stop)` in a new daemon thread, which is returned."""
+        thread = threading.Thread(
+            target=self.run, args=(stop,), name=f"informer {self._reflector.name}", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def run(self, stop: threading.Event) -> None:
+        """Run the reflector (in a thread of its own) and process its changes here,
+        until `stop` is set. An informer runs once."""
+        if self._started:
+            raise RuntimeError("an informer can only be run once")
+        self._started = True
+        reflector = threading.Thread(
+            target=self._reflector.run,
+            args=(stop,),
+            name=f"reflector {self._reflector.name}",
+            daemon=True,
+        )
+        reflector.start()
+        _when_set(stop, self._deltas.close, f"informer-stop {self._reflector.name}")
+        period = self._resync_period
+        next_resync = None if period is None else self._clock.now() + period
+        while True:
+            delta = self._deltas.pop(next_resync)
+            if self._deltas.closed:
+                break
+            if delta is not None:
+                self._apply(delta)
+            elif period is not None:
+                self._resync()
+                next_resync = self._clock.now() + period
+        reflector.join()
+
+    def _call(self, func: Callable[..., None] | None, *args: object) -> None:
+        if func is None:
+            return
+        try:
+            func(*args)
+        except Exception:
+            # One faulty handler must not stop the others, nor the informer.
+            log.exception("%s: event handler %r failed", self._reflector.name, func)
+
+    def _notify_upsert(self, old: Object | None, new: Object) -> None:
+        for h in self._handlers:
+            if old is None:
+                self._call(h.on_add, new)
+            else:
+                self._call(h.on_update, old, new)
+
+    def _notify_delete(self, obj: Object | DeletedFinalStateUnknown) -> None:
+        for h in self._handlers:
+            self._call(h.on_delete, obj)
+
+    def _apply(self, delta: _Delta) -> None:
+        with self._dispatch:
+            if delta.kind == "upsert":
+                (obj,) = delta.objects
+                self._notify_upsert(self.indexer.add(obj), obj)
+            elif delta.kind == "delete":
+                (obj,) = delta.objects
+                self.indexer.delete(obj)
+                self._notify_delete(obj)
+            else:
+                before = {object_key(o): o for o in self.indexer.list()}
+                self.indexer.replace(list(delta.objects))
+                for obj in delta.objects:
+                    self._notify_upsert(before.pop(object_key(obj), None), obj)
+                for key, last in before.items():
+                    self._notify_delete(DeletedFinalStateUnknown(key, last))
+                self._synced.set()
+
+    def _resync(self) -> None:
+        if not self._synced.is_set():
+            return
+        with self._dispatch:
+            for obj in self.indexer.list():
+                for h in self._handlers:
+                    self._call(h.on_update, obj, obj)

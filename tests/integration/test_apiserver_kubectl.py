@@ -1,0 +1,248 @@
+"""The real kubectl against kubelab's apiserver: what the seeds show a user typing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import yaml
+
+from tests.integration.controlplane_fixture import KUBECTL, Lab, lab, namespace
+
+__all__ = ["lab", "namespace"]  # pytest fixtures used below
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.25
+        ports:
+        - containerPort: 80
+"""
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: box
+  labels: {app: box, tier: backend}
+spec:
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: ["sleep", "3600"]
+"""
+
+
+def test_kubectl_talks_to_the_apiserver_and_its_health_checks(lab: Lab) -> None:
+    assert KUBECTL is not None
+    version = json.loads(lab.kubectl("version", "-o", "json").stdout)
+    assert version["serverVersion"]["gitVersion"].startswith("v1.")
+    assert lab.kubectl("get", "--raw", "/healthz").stdout == "ok"
+    readyz = lab.kubectl("get", "--raw", "/readyz?verbose").stdout
+    assert "[+]etcd ok" in readyz and "readyz check passed" in readyz
+
+
+def test_get_namespaces_lists_the_system_ones_as_a_table(lab: Lab) -> None:
+    out = lab.kubectl("get", "namespaces").stdout
+    assert out.splitlines()[0].split() == ["NAME", "STATUS", "AGE"]
+    names = {line.split()[0] for line in out.splitlines()[1:]}
+    assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= names
+
+
+def test_create_get_in_every_output_format_and_delete(lab: Lab, namespace: str) -> None:
+    out = lab.kubectl("create", "-n", namespace, "-f", "-", input=POD).stdout
+    assert out.strip() == "pod/box created"
+    table = lab.kubectl("get", "pods", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert table[1].split()[:3] == ["box", "0/1", "Pending"]
+    wide = lab.kubectl("get", "pod", "box", "-n", namespace, "-o", "wide").stdout
+    assert wide.splitlines()[0].split()[:6] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP"]
+    as_yaml = yaml.safe_load(lab.kubectl("get", "po", "box", "-n", namespace, "-o", "yaml").stdout)
+    assert as_yaml["metadata"]["uid"] and as_yaml["status"]["phase"] == "Pending"
+    as_json = lab.kubectl_json("get", "pod/box", "-n", namespace)
+    assert as_json["spec"]["containers"][0]["image"] == "busybox:1.36"
+    deleted = lab.kubectl("delete", "pod", "box", "-n", namespace).stdout.strip()
+    assert deleted.startswith('pod "box" deleted')
+    gone = lab.kubectl("get", "pod", "box", "-n", namespace, check=False)
+    assert gone.returncode == 1
+    assert 'pods "box" not found' in gone.stderr
+
+
+def test_apply_twice_with_a_change_updates_in_place(lab: Lab, namespace: str) -> None:
+    first = lab.kubectl("apply", "-n", namespace, "-f", "-", input=DEPLOYMENT).stdout
+    assert first.strip() == "deployment.apps/web created"
+    before = lab.kubectl_json("get", "deploy", "web", "-n", namespace)
+    changed = DEPLOYMENT.replace("replicas: 2", "replicas: 3").replace("nginx:1.25", "nginx:1.26")
+    second = lab.kubectl("apply", "-n", namespace, "-f", "-", input=changed).stdout
+    assert second.strip() == "deployment.apps/web configured"
+    after = lab.kubectl_json("get", "deploy", "web", "-n", namespace)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["spec"]["replicas"] == 3
+    assert after["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.26"
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
+    assert "kubectl.kubernetes.io/last-applied-configuration" in after["metadata"]["annotations"]
+    third = lab.kubectl("apply", "-n", namespace, "-f", "-", input=changed).stdout
+    assert third.strip() == "deployment.apps/web unchanged"
+
+
+def test_label_annotate_and_patch(lab: Lab, namespace: str) -> None:
+    lab.kubectl("create", "-n", namespace, "-f", "-", input=POD)
+    lab.kubectl("label", "pod", "box", "-n", namespace, "env=prod")
+    lab.kubectl("annotate", "pod", "box", "-n", namespace, "owner=team-a")
+    shown = lab.kubectl("get", "pods", "-n", namespace, "-l", "env=prod,tier in (backend)")
+    assert "box" in shown.stdout
+    lab.kubectl(
+        "patch",
+        "pod",
+        "box",
+        "-n",
+        namespace,
+        "-p",
+        '{"spec":{"containers":[{"name":"main","image":"busybox:1.37"}]}}',
+    )
+    lab.kubectl(
+        "patch",
+        "pod",
+        "box",
+        "-n",
+        namespace,
+        "--type=json",
+        "-p",
+        '[{"op":"remove","path":"/metadata/labels/tier"}]',
+    )
+    pod = lab.kubectl_json("get", "pod", "box", "-n", namespace)
+    assert pod["metadata"]["labels"] == {"app": "box", "env": "prod"}
+    assert pod["metadata"]["annotations"]["owner"] == "team-a"
+    assert pod["spec"]["containers"][0]["image"] == "busybox:1.37"
+    lab.kubectl("label", "pod", "box", "-n", namespace, "env-")
+    assert "env" not in lab.kubectl_json("get", "pod", "box", "-n", namespace)["metadata"]["labels"]
+
+
+def test_an_invalid_object_is_refused_with_every_bad_field(lab: Lab, namespace: str) -> None:
+    bad = POD.replace("name: box", "name: Box_1").replace("image: busybox:1.36", "image: ''")
+    done = lab.kubectl("create", "-n", namespace, "-f", "-", input=bad, check=False)
+    assert done.returncode == 1
+    assert "is invalid" in done.stderr
+    assert "metadata.name" in done.stderr and "spec.containers[0].image" in done.stderr
+
+
+def test_get_watch_prints_changes_as_they_happen(lab: Lab, namespace: str) -> None:
+    assert KUBECTL is not None
+    watch = subprocess.Popen(
+        [
+            KUBECTL,
+            "--kubeconfig",
+            str(lab.plane.kubeconfig),
+            "get",
+            "pods",
+            "-n",
+            namespace,
+            "-w",
+            "--output-watch-events",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.5)
+        lab.kubectl("create", "-n", namespace, "-f", "-", input=POD)
+        lab.kubectl("label", "pod", "box", "-n", namespace, "seen=yes")
+        lab.kubectl("delete", "pod", "box", "-n", namespace)
+        time.sleep(1.5)
+    finally:
+        watch.terminate()
+        out, err = watch.communicate(timeout=10)
+    events = [line.split()[0] for line in out.splitlines()[1:] if line.strip()]
+    assert events[:2] == ["ADDED", "MODIFIED"], out + err
+    assert "DELETED" in events, out + err
+
+
+def test_describe_shows_the_object(lab: Lab, namespace: str) -> None:
+    lab.kubectl("create", "-n", namespace, "-f", "-", input=POD)
+    out = lab.kubectl("describe", "pod", "box", "-n", namespace).stdout
+    assert "Name:" in out and "box" in out and "busybox:1.36" in out
+
+
+def test_api_resources_lists_the_served_resources(lab: Lab) -> None:
+    out = lab.kubectl("api-resources").stdout
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert ["pods", "po", "v1", "true", "Pod"] in rows
+    assert ["deployments", "deploy", "apps/v1", "true", "Deployment"] in rows
+    assert ["nodes", "no", "v1", "false", "Node"] in rows
+    assert ["pods", "metrics.k8s.io/v1beta1", "true", "PodMetrics"] in rows
+    names = {row[0] for row in rows}
+    assert {"clusterroles", "leases", "endpointslices", "cronjobs"} <= names
+
+
+def test_explain_reads_the_openapi_schema(lab: Lab) -> None:
+    out = lab.kubectl("explain", "pods.spec.containers").stdout
+    assert "image" in out and "FIELDS:" in out
+
+
+def test_auth_can_i_and_create_token(lab: Lab, namespace: str) -> None:
+    assert lab.kubectl("auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    lab.kubectl("create", "serviceaccount", "robot", "-n", namespace)
+    token = lab.kubectl("create", "token", "robot", "-n", namespace).stdout.strip()
+    assert token.count(".") == 2
+    as_robot = [
+        "--token",
+        token,
+        "--server",
+        lab.server,
+        "--certificate-authority",
+        str(lab.plane.pki / "ca.crt"),
+    ]
+    assert KUBECTL is not None
+    done = subprocess.run(
+        [
+            KUBECTL,
+            "--kubeconfig",
+            "/dev/null",
+            *as_robot,
+            "auth",
+            "can-i",
+            "list",
+            "pods",
+            "-n",
+            namespace,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout.strip() == "no"
+    lab.kubectl(
+        "create",
+        "rolebinding",
+        "robot-view",
+        "-n",
+        namespace,
+        "--clusterrole=view",
+        f"--serviceaccount={namespace}:robot",
+    )
+    done = subprocess.run(
+        [KUBECTL, "--kubeconfig", "/dev/null", *as_robot, "get", "pods", "-n", namespace],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_verbose_kubectl_shows_the_api_calls(lab: Lab, namespace: str) -> None:
+    done = lab.kubectl("get", "pods", "-n", namespace, "-v=8")
+    assert f'verb="GET" url="{lab.server}/api/v1/namespaces/{namespace}/pods' in done.stderr
+    assert '"Response" status="200 OK"' in done.stderr

@@ -1,0 +1,105 @@
+"""Authentication and authorization at the apiserver's door, with real TLS clients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import requests
+
+from kubelab import pki
+from tests.integration.controlplane_fixture import Lab, lab, namespace
+
+__all__ = ["lab", "namespace"]  # pytest fixtures used below
+
+
+def _client(
+    lab: Lab, tmp: Path, cn: str, orgs: list[str], ca: pki.CertKey | None = None
+) -> requests.Session:
+    issuer = ca or pki.load_pair(lab.plane.pki, "ca")
+    cert = pki.issue(issuer, cn, organizations=orgs, client=True)
+    crt, key = pki.write_pair(cert, tmp, cn.replace(":", "_"))
+    s = requests.Session()
+    s.trust_env = False  # REQUESTS_CA_BUNDLE would replace the cluster CA
+    s.verify = str(lab.plane.pki / "ca.crt")
+    s.cert = (str(crt), str(key))
+    return s
+
+
+def _node(name: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+
+
+def test_no_credentials_get_401_except_health(lab: Lab) -> None:
+    anonymous = requests.Session()
+    anonymous.trust_env = False
+    anonymous.verify = str(lab.plane.pki / "ca.crt")
+    r = anonymous.get(lab.server + "/api/v1/namespaces")
+    assert r.status_code == 401
+    assert r.json()["kind"] == "Status" and r.json()["reason"] == "Unauthorized"
+    assert anonymous.get(lab.server + "/healthz").text == "ok"
+    assert anonymous.get(lab.server + "/version").json()["major"] == "1"
+
+
+def test_a_certificate_from_another_ca_is_refused(lab: Lab, tmp_path: Path) -> None:
+    stranger = _client(lab, tmp_path, "mallory", ["system:masters"], ca=pki.new_ca("evil"))
+    with pytest.raises(requests.exceptions.SSLError):
+        stranger.get(lab.server + "/api/v1/namespaces")
+
+
+def test_a_bad_bearer_token_gets_401(lab: Lab) -> None:
+    s = requests.Session()
+    s.trust_env = False  # REQUESTS_CA_BUNDLE would replace the cluster CA
+    s.verify = str(lab.plane.pki / "ca.crt")
+    r = s.get(lab.server + "/api/v1/pods", headers={"Authorization": "Bearer abc.def.ghi"})
+    assert r.status_code == 401
+
+
+def test_a_user_without_a_role_gets_403(lab: Lab, tmp_path: Path, namespace: str) -> None:
+    alice = _client(lab, tmp_path, "alice", ["developers"])
+    r = alice.get(f"{lab.server}/api/v1/namespaces/{namespace}/pods")
+    assert r.status_code == 403
+    assert r.json()["message"] == (
+        f'pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the '
+        f'namespace "{namespace}"'
+    )
+    grant = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "devs-edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "developers"}
+        ],
+    }
+    r = lab.api(
+        "POST",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+        json=grant,
+    )
+    assert r.status_code == 201, r.text
+    for _ in range(50):  # the binding reaches the authorizer through the watch cache
+        if alice.get(f"{lab.server}/api/v1/namespaces/{namespace}/pods").status_code == 200:
+            break
+    assert alice.get(f"{lab.server}/api/v1/namespaces/{namespace}/pods").status_code == 200
+    assert alice.get(f"{lab.server}/api/v1/namespaces/default/pods").status_code == 403
+
+
+def test_a_kubelet_cannot_touch_another_nodes_objects(lab: Lab, tmp_path: Path) -> None:
+    kubelet = _client(lab, tmp_path, "system:node:n1", ["system:nodes"])
+    assert kubelet.post(lab.server + "/api/v1/nodes", json=_node("n1")).status_code == 201
+    assert lab.api("POST", "/api/v1/nodes", json=_node("n2")).status_code == 201
+    r = kubelet.patch(
+        lab.server + "/api/v1/nodes/n2",
+        json={"metadata": {"labels": {"x": "y"}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.status_code == 403
+    r = kubelet.patch(
+        lab.server + "/api/v1/nodes/n1",
+        json={"metadata": {"labels": {"x": "y"}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.status_code == 200, r.text
+    r = kubelet.get(lab.server + "/api/v1/namespaces/kube-system/secrets/anything")
+    assert r.status_code == 403

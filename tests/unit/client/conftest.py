@@ -1,0 +1,64 @@
+"""Fixtures of the client library's tests: a fake API server and clients of it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kubelab import pki
+from kubelab.client.clock import FakeClock
+from kubelab.client.flowcontrol import Backoff
+from kubelab.client.kubeconfig import ClientConfig
+from kubelab.client.rest import RestClient
+from tests.unit.client.fakeapi import FakeApiServer, TLSFiles
+
+FAST_BACKOFF = Backoff(base=0.01, cap=0.05)
+
+
+class AutoClock(FakeClock):
+    """A fake clock whose sleeps advance it at once, recording each: for single-threaded
+    code whose pauses are what the test checks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float, stop: threading.Event | None = None) -> bool:
+        self.slept.append(round(seconds, 6))
+        self.step(max(seconds, 0.0))
+        return stop is not None and stop.is_set()
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        yield server
+
+
+@pytest.fixture
+def client(api: FakeApiServer) -> Iterator[RestClient]:
+    with RestClient(ClientConfig(server=api.url), qps=None, backoff=FAST_BACKOFF) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def tls_ca() -> pki.CertKey:
+    return pki.new_ca("kubelab-test-ca")
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path, tls_ca: pki.CertKey) -> TLSFiles:
+    return TLSFiles(tmp_path / "pki", tls_ca)
+
+
+def eventually(predicate: Callable[[], object], timeout: float = 5.0) -> None:
+    """Wait (real time) until `predicate()` is true: for effects of other threads."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout}s: {predicate.__doc__ or predicate}")
+        time.sleep(0.005)
