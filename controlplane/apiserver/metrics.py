@@ -34,6 +34,13 @@ class Metrics:
             "Requests being served now.",
             registry=self.registry,
         )
+        self.gc_pause = Histogram(
+            "kubelab_apiserver_gc_pause_seconds",
+            "Python garbage collector pauses.",
+            ["generation"],
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1),
+            registry=self.registry,
+        )
         self.watchers = Gauge(
             "apiserver_longrunning_requests", "Open watch streams.", registry=self.registry
         )
@@ -55,6 +62,9 @@ class Metrics:
         self.requests.labels(*values, str(code)).inc()
         if info.verb != "watch":
             self.latency.labels(*values).observe(seconds)
+
+    def observe_gc(self, generation: int, seconds: float) -> None:
+        self.gc_pause.labels(str(generation)).observe(seconds)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

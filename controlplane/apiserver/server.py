@@ -38,6 +38,8 @@ import gevent  # noqa: E402
 from cryptography.hazmat.primitives import serialization  # noqa: E402
 from gevent.pywsgi import WSGIHandler, WSGIServer  # noqa: E402
 
+from kubelab import gcpause  # noqa: E402
+
 from .admission import Chain  # noqa: E402
 from .apiserver import APIServer, Config  # noqa: E402
 from .app import create_app  # noqa: E402
@@ -169,6 +171,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     config = config_from(args)
     server = APIServer(config)
+    # The watch cache holds every object: keep full GC pauses short (kubelab.gcpause).
+    gcpause.install(server.metrics.observe_gc)
     log.info("apiserver: starting; store %s", ",".join(config.etcd_servers))
     try:
         server.start()

@@ -62,7 +62,7 @@ from controlplane.store.service import (
 )
 from controlplane.store.wal import StoreStorageError
 from controlplane.store.watch import WatchBatch, Watcher, WatchHub
-from kubelab import pki
+from kubelab import gcpause, pki
 
 log = logging.getLogger("kubelab.store.server")
 
@@ -163,6 +163,16 @@ class Metrics:
             "kubelab_store_requests_total", "client requests", ["path", "code"], registry=r
         )
         node.on_fsync = self.fsync.observe
+        # Garbage-collector pauses stop the whole member (Raft loop included); a pause
+        # shows up directly in the tail latency, so it is measured.
+        self.gc_pause = Histogram(
+            "kubelab_store_gc_pause_seconds",
+            "Python garbage collector pauses, by generation",
+            ["generation"],
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1),
+            registry=r,
+        )
+        gcpause.install(lambda gen, seconds: self.gc_pause.labels(str(gen)).observe(seconds))
 
 
 class Store:
