@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 
 import requests
-import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from controlplane.store.localcluster import LocalCluster
 from kubelab import pki
+from kubelab.client import write_kubeconfig
 
 
 def free_port() -> int:
@@ -42,42 +42,6 @@ def free_port() -> int:
 
 class StartError(RuntimeError):
     """A process of the control plane did not come up; the message quotes its log."""
-
-
-def write_kubeconfig(
-    path: Path,
-    server: str,
-    ca: bytes,
-    cert: bytes,
-    key: bytes,
-    user: str = "kubernetes-admin",
-    cluster: str = "kubelab",
-) -> None:
-    """A kubeconfig with embedded credentials, as kubeadm's admin.conf."""
-    import base64
-
-    def b64(data: bytes) -> str:
-        return base64.b64encode(data).decode()
-
-    context = f"{user}@{cluster}"
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "preferences": {},
-        "clusters": [
-            {"name": cluster, "cluster": {"server": server, "certificate-authority-data": b64(ca)}}
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {"client-certificate-data": b64(cert), "client-key-data": b64(key)},
-            }
-        ],
-        "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}],
-        "current-context": context,
-    }
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    path.chmod(0o600)
 
 
 class LocalControlPlane:
@@ -113,10 +77,22 @@ class LocalControlPlane:
     def make_pki(self) -> None:
         """The cluster CA, the apiserver's serving cert, the admin's client cert and the
         service-account signing key (kept if they exist: re-running keeps the cluster)."""
-        if (self.pki / "ca.crt").exists():
-            return
+        if not (self.pki / "ca.crt").exists():
+            self._new_pki()
+        # Rewritten every time: the port (and so the server URL) may have changed.
+        ca, admin = pki.load_pair(self.pki, "ca"), pki.load_pair(self.pki, "admin")
+        write_kubeconfig(
+            self.kubeconfig,
+            cluster_name="kubelab",
+            server=self.server,
+            ca_data=ca.cert_pem(),
+            user_name="kubernetes-admin",
+            client_cert_data=admin.cert_pem(),
+            client_key_data=admin.key_pem(),
+        )
+
+    def _new_pki(self) -> None:
         ca = pki.new_ca("kubernetes")
-        pki.write_pair(ca, self.pki, "ca")
         serving = pki.issue(
             ca,
             "kube-apiserver",
@@ -133,30 +109,25 @@ class LocalControlPlane:
         pki.write_pair(serving, self.pki, "apiserver")
         admin = pki.issue(ca, "kubernetes-admin", organizations=["system:masters"], client=True)
         pki.write_pair(admin, self.pki, "admin")
-        kubelet_client = pki.issue(
-            ca,
-            "kube-apiserver-kubelet-client",
-            organizations=["kubeadm:cluster-admins"],
-            client=True,
-        )
-        pki.write_pair(kubelet_client, self.pki, "apiserver-kubelet-client")
         sa = ec.generate_private_key(ec.SECP256R1())
-        (self.pki / "sa.key").write_bytes(
+        pki.write_atomic(
+            self.pki / "sa.key",
             sa.private_bytes(
                 serialization.Encoding.PEM,
                 serialization.PrivateFormat.PKCS8,
                 serialization.NoEncryption(),
-            )
+            ),
+            0o600,
         )
-        (self.pki / "sa.key").chmod(0o600)
-        (self.pki / "sa.pub").write_bytes(
+        pki.write_atomic(
+            self.pki / "sa.pub",
             sa.public_key().public_bytes(
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
+            ),
+            0o644,
         )
-        write_kubeconfig(
-            self.kubeconfig, self.server, ca.cert_pem(), admin.cert_pem(), admin.key_pem()
-        )
+        # The CA last: its presence means the rest is complete.
+        pki.write_pair(ca, self.pki, "ca")
 
     def command(self) -> list[str]:
         p = self.pki
@@ -182,10 +153,6 @@ class LocalControlPlane:
             str(p / "sa.pub"),
             "--service-account-signing-key-file",
             str(p / "sa.key"),
-            "--kubelet-client-certificate",
-            str(p / "apiserver-kubelet-client.crt"),
-            "--kubelet-client-key",
-            str(p / "apiserver-kubelet-client.key"),
             "--audit-log-path",
             str(self.dir / "audit.log"),
             *self.extra_args,
@@ -197,17 +164,17 @@ class LocalControlPlane:
         if self.store is not None:
             self.store.start_all(detach=detach)
             self.store.wait_leader(timeout=timeout)
-        log = self.log_path.open("ab")
+        log_file = self.log_path.open("ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
             self.command(),
-            stdout=log,
+            stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=detach,
         )
-        log.close()
+        log_file.close()
         (self.dir / "apiserver.pid").write_text(str(self.process.pid))
         self.wait_ready(timeout)
 

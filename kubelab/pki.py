@@ -232,7 +232,7 @@ def issue(
     return CertKey(cert, key)
 
 
-def _write_atomic(path: Path, data: bytes, mode: int) -> None:
+def write_atomic(path: Path, data: bytes, mode: int) -> None:
     """Write `data` to `path` via a temporary file in the same directory and a rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -259,8 +259,8 @@ def write_pair(ck: CertKey, directory: Path, name: str) -> tuple[Path, Path]:
     cert_path = directory / f"{name}.crt"
     key_path = directory / f"{name}.key"
     # Key first: a reader that finds the new certificate then also finds the new key.
-    _write_atomic(key_path, ck.key_pem(), 0o600)
-    _write_atomic(cert_path, ck.cert_pem(), 0o644)
+    write_atomic(key_path, ck.key_pem(), 0o600)
+    write_atomic(cert_path, ck.cert_pem(), 0o644)
     return cert_path, key_path
 
 

@@ -11,11 +11,19 @@ then validation, then the validating ones (`validate`):
 * LimitRanger: containers without requests/limits get the namespace's LimitRange defaults;
   values outside its min/max are refused.
 * ResourceQuota: a create that would push a namespace over a quota's ``hard`` limits is
-  refused with the quota's numbers (counts of objects, requests and limits of pods).
+  refused with the quota's numbers (counts of core objects, requests and limits of pods;
+  counts of other groups' objects such as ``count/deployments.apps`` are not enforced
+  yet). Usage is counted from the watch cache at admission time, so two creates racing
+  for the last unit can both pass; Kubernetes closes that gap by writing the quota's
+  usage with a compare-and-swap first.
 * DefaultTolerationSeconds: pods tolerate ``not-ready`` and ``unreachable`` nodes for 300 s
   before taint-based eviction, unless they say otherwise.
 * NodeRestriction: a kubelet (``system:node:<name>``) may only write its own Node and Lease
   and pods bound to it (mirror pods included).
+
+Always on, as in Kubernetes' RBAC registry: nobody may create or change a Role, or bind
+one, granting permissions they do not hold themselves, unless they have the ``escalate``
+(for roles) or ``bind`` (for bindings) verb on it.
 
 Plugins read the cluster's state (namespaces, accounts, limit ranges, quotas) from the
 watch cache through `Lookup`; they never write it.
@@ -32,8 +40,9 @@ from kubelab.api import errors
 from kubelab.api.quantity import Quantity, parse_quantity
 
 from .authn import UserInfo
-from .authz import NODE_PREFIX, NODES
+from .authz import MASTERS, NODE_PREFIX, NODES, Authorizer
 from .registry import Admission, Attributes
+from .requestinfo import RequestInfo
 
 Object = dict[str, Any]
 Get = Callable[[str, str, str], Object | None]
@@ -42,6 +51,7 @@ List = Callable[[str, str], list[Object]]
 """(resource plural, namespace) -> objects from the cache."""
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+RBAC_GROUP = "rbac.authorization.k8s.io"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 _CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -58,12 +68,15 @@ class Chain(Admission):
         "ResourceQuota",
     )
 
-    def __init__(self, get: Get, list_objects: List, plugins: tuple[str, ...] = ALL) -> None:
+    def __init__(
+        self, get: Get, list_objects: List, authorizer: Authorizer, plugins: tuple[str, ...] = ALL
+    ) -> None:
         unknown = [p for p in plugins if p not in self.ALL]
         if unknown:
             raise ValueError(f"unknown admission plugins {unknown}; known: {list(self.ALL)}")
         self.get = get
         self.list_objects = list_objects
+        self.authorizer = authorizer
         self.plugins = plugins
 
     def admit(self, attrs: Attributes) -> None:
@@ -80,6 +93,7 @@ class Chain(Admission):
                 _default_tolerations(attrs.object)
 
     def validate(self, attrs: Attributes) -> None:
+        self._rbac_escalation(attrs)
         if "NodeRestriction" in self.plugins:
             self._node_restriction(attrs)
         if (
@@ -258,6 +272,56 @@ class Chain(Admission):
                     total[k] = total.get(k, Fraction(0)) + v
         return total
 
+    def _rbac_escalation(self, attrs: Attributes) -> None:
+        r, user, obj = attrs.resource, attrs.user, attrs.object
+        if r.group != RBAC_GROUP or attrs.operation not in ("CREATE", "UPDATE") or obj is None:
+            return
+        if not isinstance(user, UserInfo) or MASTERS in user.groups:
+            return
+        ns = attrs.namespace if r.namespaced else ""
+        if r.kind in ("Role", "ClusterRole"):
+            if self._may(user, "escalate", r.plural, ns, attrs.name):
+                return
+            rules = obj.get("rules") or []
+        else:
+            ref = obj.get("roleRef") or {}
+            role_kind = "clusterroles" if ref.get("kind") == "ClusterRole" else "roles"
+            if self._may(
+                user,
+                "bind",
+                role_kind,
+                ns if role_kind == "roles" else "",
+                str(ref.get("name", "")),
+            ):
+                return
+            role = self.get(role_kind, ns if role_kind == "roles" else "", str(ref.get("name", "")))
+            if role is None:
+                raise errors.StatusError(
+                    404, "NotFound", f'{role_kind}.{RBAC_GROUP} "{ref.get("name")}" not found'
+                )
+            rules = role.get("rules") or []
+        missing = self.authorizer.uncovered(user, rules, ns)
+        if missing:
+            raise errors.StatusError(
+                403,
+                "Forbidden",
+                f'{r.group_resource} "{attrs.name}" is forbidden: user "{user.name}" (groups='
+                f"{list(user.groups)}) is attempting to grant RBAC permissions not currently "
+                f"held: {'; '.join(missing[:20])}",
+            )
+
+    def _may(self, user: UserInfo, verb: str, plural: str, namespace: str, name: str) -> bool:
+        info = RequestInfo(
+            verb=verb,
+            path="",
+            is_resource=True,
+            group=RBAC_GROUP,
+            namespace=namespace,
+            resource=plural,
+            name=name,
+        )
+        return self.authorizer.authorize(user, info).allowed
+
     def _node_restriction(self, attrs: Attributes) -> None:
         user: UserInfo | None = attrs.user
         if user is None or NODES not in user.groups or not user.name.startswith(NODE_PREFIX):
@@ -265,6 +329,10 @@ class Chain(Admission):
         node = user.name[len(NODE_PREFIX) :]
         kind = attrs.resource.kind
         target = attrs.object or attrs.old or {}
+        if kind == "Lease" and attrs.namespace == "kube-node-lease" and attrs.name != node:
+            raise errors.StatusError(
+                403, "Forbidden", f'node "{node}" may only write its own lease, not "{attrs.name}"'
+            )
         if kind == "Node" and attrs.name != node:
             raise errors.StatusError(
                 403, "Forbidden", f'node "{node}" is not allowed to modify node "{attrs.name}"'
@@ -301,7 +369,7 @@ def _default_tolerations(pod: Object) -> None:
 
 def _usage(plural: str, obj: Object) -> dict[str, Fraction]:
     """What one object counts against a quota."""
-    out = {f"count/{plural}": Fraction(1)}
+    out = {f"count/{plural}": Fraction(1)}  # core resources: count/pods
     if plural in (
         "pods",
         "services",

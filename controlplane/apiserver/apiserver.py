@@ -30,13 +30,19 @@ from kubelab.api.resources import RESOURCES, Resource, lookup
 
 from .admission import SYSTEM_NAMESPACES, Chain
 from .audit import AuditLog
-from .authn import Authenticator, TokenIssuer, UserInfo, load_token_file
+from .authn import (
+    SERVICE_ACCOUNT_ISSUER,
+    Authenticator,
+    TokenIssuer,
+    UserInfo,
+    load_token_file,
+)
 from .authz import BOOTSTRAP_POLICY, Authorizer
 from .metrics import Metrics
 from .registry import Registry
 from .requestinfo import RequestInfo
 from .services import ServiceAllocator
-from .storage import KeyExists, Storage
+from .storage import Storage
 from .watchcache import Cacher
 
 log = logging.getLogger("kubelab.apiserver")
@@ -71,8 +77,8 @@ class Config:
     anonymous_auth: bool = True
     service_account_signing_key: Any = None
     service_account_public_keys: list[Any] = field(default_factory=list)
-    kubelet_client_cert: Path | None = None
-    kubelet_client_key: Path | None = None
+    service_account_issuer: str = SERVICE_ACCOUNT_ISSUER
+    node_authorizer: bool = True
 
 
 def _resource(plural: str) -> Resource:
@@ -98,10 +104,13 @@ class APIServer:
         self.allocator = ServiceAllocator(
             config.service_cluster_ip_range, config.service_node_port_range
         )
-        self.admission = Chain(self.cached, self.cached_list, config.admission_plugins)
+        self.authz = Authorizer(self.cached_list, self.cached, config.node_authorizer)
+        self.admission = Chain(self.cached, self.cached_list, self.authz, config.admission_plugins)
         self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
         self.issuer = TokenIssuer(
-            config.service_account_signing_key, config.service_account_public_keys
+            config.service_account_signing_key,
+            config.service_account_public_keys,
+            config.service_account_issuer,
         )
         static = load_token_file(config.token_auth_file) if config.token_auth_file else {}
         self.authn = Authenticator(
@@ -110,7 +119,6 @@ class APIServer:
             static_tokens=static,
             anonymous=config.anonymous_auth,
         )
-        self.authz = Authorizer(self.cached_list, self.cached)
         self.metrics = Metrics()
         self.audit = AuditLog(config.audit_log_path)
         self.bootstrapped = False
@@ -235,8 +243,6 @@ class APIServer:
         except errors.StatusError as exc:
             if exc.code != 409:
                 raise
-        except KeyExists:
-            pass
 
     # -- what the app serves -------------------------------------------------------------
 

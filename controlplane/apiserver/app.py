@@ -22,6 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
@@ -30,9 +31,10 @@ from kubelab.api import errors, resources, tables
 
 from . import discovery, handlers, openapi
 from .authn import UserInfo
-from .registry import DeleteOptions, ListOptions, decode_body
+from .registry import DeleteOptions, ListOptions, WatchStream, decode_body
 from .requestinfo import RequestInfo
 from .requestinfo import parse as parse_request
+from .watchcache import CacheNotReady
 
 if TYPE_CHECKING:
     from .apiserver import APIServer
@@ -77,6 +79,7 @@ def create_app(server: APIServer) -> Flask:
         )
         g.user = user
         info: RequestInfo = g.info
+        _check_scope(info)
         decision = server.authz.authorize(user, info)
         if not decision.allowed:
             raise _forbidden(user, info)
@@ -85,8 +88,9 @@ def create_app(server: APIServer) -> Flask:
     @app.after_request
     def record(resp: Response) -> Response:
         resp.headers["Audit-Id"] = g.get("audit_id", "")
-        if not g.get("streaming"):
-            _finish(server, resp.status_code)
+        record_ = _Record.current()
+        if record_ is not None and not g.get("streaming"):
+            record_.finish(server, resp.status_code)
         return resp
 
     @app.teardown_request
@@ -98,6 +102,10 @@ def create_app(server: APIServer) -> Flask:
     @app.errorhandler(errors.StatusError)
     def status_error(exc: errors.StatusError) -> Response:
         return _status_response(exc)
+
+    @app.errorhandler(CacheNotReady)
+    def cache_not_ready(exc: CacheNotReady) -> Response:
+        return _status_response(errors.service_unavailable(str(exc)))
 
     @app.errorhandler(404)
     def not_found(exc: Exception) -> Response:
@@ -216,6 +224,27 @@ def create_app(server: APIServer) -> Flask:
     return app
 
 
+def _check_scope(info: RequestInfo) -> None:
+    """A path must address a resource at its own scope, before authorization: RBAC
+    decides by the namespace in the path, so a cluster-scoped resource under a namespace
+    (or a namespaced one created at cluster scope) must not get that far."""
+    if not info.is_resource:
+        return
+    r = resources.lookup(info.group, info.version, info.resource)
+    if r is None:
+        return  # the handler answers 404 for an unknown resource
+    if not r.namespaced and info.namespace and r.plural != "namespaces":
+        raise errors.StatusError(
+            404,
+            "NotFound",
+            f"{r.group_resource} is cluster-scoped: use {r.path()} without a namespace",
+        )
+    if r.namespaced and not info.namespace and (info.name or info.verb == "create"):
+        raise errors.StatusError(
+            404, "NotFound", f"{r.group_resource} live in namespaces: use {r.path('<namespace>')}"
+        )
+
+
 def _forbidden(user: UserInfo, info: RequestInfo) -> errors.StatusError:
     if not info.is_resource:
         return errors.StatusError(
@@ -226,21 +255,35 @@ def _forbidden(user: UserInfo, info: RequestInfo) -> errors.StatusError:
     )
 
 
-def _finish(server: APIServer, code: int) -> None:
-    info: RequestInfo | None = g.get("info")
-    started = g.get("started")
-    if info is None or started is None:
-        return
-    elapsed = time.monotonic() - started
-    server.metrics.observe(info, code, elapsed)
-    server.audit.record(
-        g.get("audit_id", ""),
-        info,
-        g.get("user"),
-        code,
-        request.remote_addr or "",
-        request.headers.get("User-Agent", ""),
-    )
+@dataclass(frozen=True)
+class _Record:
+    """What the audit log and the metrics need of a request, taken while it is current
+    (a watch ends after Flask's request context has gone)."""
+
+    info: RequestInfo
+    user: UserInfo | None
+    started: float
+    audit_id: str
+    source: str
+    agent: str
+
+    @classmethod
+    def current(cls) -> _Record | None:
+        info, started = g.get("info"), g.get("started")
+        if info is None or started is None:
+            return None
+        return cls(
+            info,
+            g.get("user"),
+            started,
+            g.get("audit_id", ""),
+            request.remote_addr or "",
+            request.headers.get("User-Agent", ""),
+        )
+
+    def finish(self, server: APIServer, code: int) -> None:
+        server.metrics.observe(self.info, code, time.monotonic() - self.started)
+        server.audit.record(self.audit_id, self.info, self.user, code, self.source, self.agent)
 
 
 def _dispatch(
@@ -276,9 +319,13 @@ def _dispatch(
         events = reg.watch(r, ns, opts)
         as_table = _wants_table(accept)
         g.streaming = True
-        server.metrics.watchers.inc()
+        record_ = _Record.current()
+        assert record_ is not None
+        if g.get("counted"):  # a watch is long-running: not a request in flight
+            server.metrics.inflight.dec()
+            g.counted = False
         return Response(
-            _stream(server, r, events, as_table, _include(args)),
+            _WatchBody(server, r, events, as_table, _include(args), record_),
             mimetype=_JSON,
             headers={"Cache-Control": "no-cache, private"},
         )
@@ -328,24 +375,38 @@ def _include(args: dict[str, str]) -> str:
     return value
 
 
-def _stream(
-    server: APIServer,
-    r: resources.Resource,
-    events: Iterator[dict[str, Any]],
-    as_table: bool,
-    include: str,
-) -> Iterator[bytes]:
-    """The watch body; closing it (client gone) closes the cache watcher."""
-    try:
-        for ev in events:
-            if as_table and ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+class _WatchBody:
+    """A watch response body: one JSON event per line. `close()` (called by the server
+    when the stream ends or the client goes away, started or not) releases the cache
+    watcher and writes the audit record and metrics, with the watch's duration."""
+
+    def __init__(
+        self,
+        server: APIServer,
+        r: resources.Resource,
+        events: WatchStream,
+        as_table: bool,
+        include: str,
+        record: _Record,
+    ) -> None:
+        self.server, self.r, self.events = server, r, events
+        self.as_table, self.include, self.record = as_table, include, record
+        self.closed = False
+        server.metrics.watchers.inc()
+
+    def __iter__(self) -> Iterator[bytes]:
+        for ev in self.events:
+            if self.as_table and ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
                 ev = {
                     "type": ev["type"],
-                    "object": tables.to_table(r, [ev["object"]], include_object=include),
+                    "object": tables.to_table(self.r, [ev["object"]], include_object=self.include),
                 }
             yield json.dumps(ev, separators=(",", ":")).encode() + b"\n"
-    finally:
-        close = getattr(events, "close", None)
-        if close is not None:
-            close()
-        server.metrics.watchers.dec()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.events.close()
+        self.server.metrics.watchers.dec()
+        self.record.finish(self.server, 200)

@@ -1,6 +1,7 @@
 """Authentication: who is asking. The first step of every request.
 
-Methods, tried in this order (as the real apiserver's union authenticator):
+Methods: a bearer token, when the request carries one (a client that sends a token
+means to be that token's user), else the client certificate, else anonymous:
 
 * X.509 client certificates from the cluster CA: the TLS layer has verified the chain,
   the subject's CN is the user name and each O is a group (``CN=system:node:w1,
@@ -26,7 +27,9 @@ from __future__ import annotations
 
 import csv
 import datetime
+import hmac
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -51,6 +54,7 @@ API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
 
 # What the anonymous user may reach at all (RBAC still decides; see the module doc).
 _ANONYMOUS_PATHS = ("/healthz", "/livez", "/readyz", "/version")
+BOOTSTRAP_TOKEN = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
 _CLUSTER_INFO = "/api/v1/namespaces/kube-public/configmaps/cluster-info"
 
 
@@ -227,7 +231,7 @@ class Authenticator:
     def _token(self, token: str) -> UserInfo:
         if token in self.static_tokens:
             return self.static_tokens[token]
-        if token.count(".") == 1:
+        if BOOTSTRAP_TOKEN.fullmatch(token):
             return self._bootstrap(token)
         if self.issuer is None:
             raise errors.unauthorized("Unauthorized: service-account tokens are not enabled")
@@ -264,7 +268,7 @@ class Authenticator:
         if (
             stored is None
             or stored.get("type") != "bootstrap.kubernetes.io/token"
-            or data.get("token-secret") != secret
+            or not hmac.compare_digest(data.get("token-secret", ""), secret)
         ):
             raise errors.unauthorized(
                 f"Unauthorized: bootstrap token {token_id!r} is not known; create one with "
@@ -276,7 +280,15 @@ class Authenticator:
             )
         expiration = data.get("expiration", "")
         if expiration:
-            when = datetime.datetime.fromisoformat(expiration.replace("Z", "+00:00"))
+            try:
+                when = datetime.datetime.fromisoformat(expiration.replace("Z", "+00:00"))
+            except ValueError:
+                raise errors.unauthorized(
+                    f"Unauthorized: bootstrap token {token_id!r} has an unreadable expiration "
+                    f"{expiration!r}"
+                ) from None
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=datetime.UTC)
             if when <= datetime.datetime.now(datetime.UTC):
                 raise errors.unauthorized(
                     f"Unauthorized: bootstrap token {token_id!r} expired at {expiration}; "

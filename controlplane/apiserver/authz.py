@@ -84,16 +84,22 @@ def _subject_matches(subject: Object, user: UserInfo, binding_ns: str) -> bool:
 
 
 class Authorizer:
+    """``system:masters``, then (with `node_authorizer`) the Node authorizer, then RBAC."""
+
     def __init__(
-        self, list_objects: ListFn, get_object: Callable[[str, str, str], Object | None]
+        self,
+        list_objects: ListFn,
+        get_object: Callable[[str, str, str], Object | None],
+        node_authorizer: bool = True,
     ) -> None:
         self.list_objects = list_objects
         self.get_object = get_object
+        self.node_authorizer = node_authorizer
 
     def authorize(self, user: UserInfo, info: RequestInfo) -> Decision:
         if MASTERS in user.groups:
             return Decision(True, "system:masters")
-        if NODES in user.groups and user.name.startswith(NODE_PREFIX):
+        if self.node_authorizer and NODES in user.groups and user.name.startswith(NODE_PREFIX):
             node = self._node_decision(user.name[len(NODE_PREFIX) :], info)
             if node is not None:
                 return node
@@ -101,6 +107,39 @@ class Authorizer:
             if _rule_covers(rule, info):
                 return Decision(True, via)
         return Decision(False, "no RBAC rule allows it")
+
+    def uncovered(self, user: UserInfo, rules: list[Object], namespace: str) -> list[str]:
+        """The permissions in `rules` that `user` does not hold in `namespace` (RBAC's
+        escalation check: nobody grants what they do not have). A wildcard in a rule is
+        only covered by the same wildcard."""
+        missing = []
+        for rule in rules:
+            verbs = rule.get("verbs") or []
+            for url in rule.get("nonResourceURLs") or []:
+                missing += [
+                    f"{v} {url}"
+                    for v in verbs
+                    if not self.authorize(user, RequestInfo(v, url)).allowed
+                ]
+            for group in rule.get("apiGroups") or []:
+                for resource in rule.get("resources") or []:
+                    plural, _, sub = resource.partition("/")
+                    for name in rule.get("resourceNames") or [""]:
+                        for v in verbs:
+                            info = RequestInfo(
+                                verb=v,
+                                path="",
+                                is_resource=True,
+                                group=group,
+                                namespace=namespace,
+                                resource=plural,
+                                subresource=sub,
+                                name=name,
+                            )
+                            if not self.authorize(user, info).allowed:
+                                what = f"{resource}.{group}" if group else resource
+                                missing.append(f"{v} {what}" + (f" {name!r}" if name else ""))
+        return missing
 
     def rules_for(self, user: UserInfo, namespace: str) -> Iterable[tuple[Object, str]]:
         """The rules that apply to `user` in `namespace` (cluster-wide ones first)."""
@@ -170,7 +209,8 @@ class Authorizer:
         if r == "pods" and sub == "eviction" and verb == "create":
             return allow
         if r == "serviceaccounts" and sub == "token" and verb == "create":
-            return allow
+            # Only for the accounts of pods bound to it (it mounts their tokens).
+            return allow if self._mounted_by_pod_on(node, r, info.namespace, info.name) else None
         if (
             r in ("secrets", "configmaps", "persistentvolumeclaims", "serviceaccounts")
             and verb == "get"
@@ -324,7 +364,6 @@ def _cluster_role(name: str, rules: list[Object]) -> Object:
         "metadata": {
             "name": name,
             "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
         },
         "rules": rules,
     }
@@ -337,7 +376,6 @@ def _binding(name: str, role: str, subjects: list[tuple[str, str]]) -> Object:
         "metadata": {
             "name": name,
             "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
         },
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
         "subjects": [

@@ -28,14 +28,16 @@ from kubelab.api import errors, patch
 from kubelab.api.resources import Resource, lookup
 
 from . import strategy
-from .authn import UserInfo
-from .registry import DeleteOptions, decode_body, patch_error
+from .authn import API_AUDIENCE, UserInfo
+from .authz import MASTERS, NODES
+from .registry import DeleteOptions, decode_body, parse_dry_run, patch_error
 from .requestinfo import RequestInfo
 
 if TYPE_CHECKING:
     from .apiserver import APIServer
 
 Object = dict[str, Any]
+MAX_TOKEN_SECONDS = 365 * 24 * 3600
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -49,7 +51,7 @@ def _body() -> Object:
 
 
 def _dry_run() -> bool:
-    return request.args.get("dryRun") == "All"
+    return parse_dry_run(request.args.get("dryRun"))
 
 
 def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -> Response:
@@ -142,9 +144,9 @@ def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: Use
 def _bind(
     server: APIServer, r: Resource, ns: str, name: str, binding: Object, user: UserInfo
 ) -> Response:
-    target = binding.get("target") or {}
-    node = target.get("name")
-    if not node:
+    target = binding.get("target")
+    node = target.get("name") if isinstance(target, dict) else None
+    if not node or not isinstance(node, str):
         raise errors.invalid_object("Binding", name, [errors.required("target.name")])
     pod_name = binding.get("metadata", {}).get("name", name)
     if pod_name != name:
@@ -191,7 +193,22 @@ def _token(server: APIServer, ns: str, name: str, request_body: Object) -> Respo
     assert sa_resource is not None
     account = server.registry.get(sa_resource, ns, name)
     spec = request_body.get("spec") or {}
-    seconds = int(spec.get("expirationSeconds") or 3600)
+    seconds = spec.get("expirationSeconds") or 3600
+    if not isinstance(seconds, int) or isinstance(seconds, bool):
+        raise errors.bad_request("spec.expirationSeconds must be an integer number of seconds")
+    if seconds > MAX_TOKEN_SECONDS:
+        raise errors.invalid_object(
+            "TokenRequest",
+            name,
+            [
+                errors.invalid(
+                    "spec.expirationSeconds",
+                    seconds,
+                    f"may not exceed {MAX_TOKEN_SECONDS} seconds (one year)",
+                )
+            ],
+            "authentication.k8s.io",
+        )
     if seconds < 600:
         raise errors.invalid_object(
             "TokenRequest",
@@ -242,7 +259,10 @@ def _one_field(
 ) -> Response:
     """namespaces/finalize writes spec.finalizers; csr/approval writes status.conditions."""
     path = ("spec", "finalizers") if sub == "finalize" else ("status", "conditions")
-    value = body.get(path[0], {}).get(path[1], [])
+    section = body.get(path[0])
+    value = section.get(path[1], []) if isinstance(section, dict) else None
+    if not isinstance(value, list):
+        raise errors.bad_request(f"{'.'.join(path)} must be a list")
     patch_body = json.dumps({path[0]: {path[1]: value}}).encode()
     updated = server.registry.patch(
         r,
@@ -262,6 +282,11 @@ def _one_field(
 
 def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -> Object:
     """Create-only resources that are answered, never stored."""
+    if r.group == "metrics.k8s.io":
+        raise errors.service_unavailable(
+            "metrics.k8s.io is served from the kubelets' stats, and no kubelet is reporting "
+            "to this apiserver yet"
+        )
     if info.verb != "create":
         raise errors.method_not_allowed(f"only create is supported on {r.group_resource}")
     body = _body()
@@ -292,8 +317,8 @@ def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -
             asked = RequestInfo(verb=nra.get("verb", ""), path=nra.get("path", ""))
         decision = server.authz.authorize(subject, asked)
         status: Object = {"allowed": decision.allowed}
-        if decision.reason:
-            status["reason"] = decision.reason
+        if decision.allowed and decision.reason:
+            status["reason"] = f"allowed by {decision.reason}"
         return {
             **body,
             "apiVersion": r.api_version,
@@ -314,7 +339,8 @@ def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -
             "status": {
                 "resourceRules": resource_rules,
                 "nonResourceRules": non_resource,
-                "incomplete": False,
+                # The Node authorizer and system:masters grant more than these rules.
+                "incomplete": MASTERS in user.groups or NODES in user.groups,
             },
         }
     if kind == "SelfSubjectReview":
@@ -328,11 +354,13 @@ def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -
         token = str(spec.get("token", ""))
         try:
             who = server.authn.authenticate("", None, f"Bearer {token}")
-            status = {
-                "authenticated": True,
-                "user": who.as_dict(),
-                "audiences": spec.get("audiences") or [],
-            }
+            # Tokens are only accepted for the API's own audience.
+            wanted = spec.get("audiences") or [API_AUDIENCE]
+            if API_AUDIENCE not in wanted:
+                raise errors.unauthorized(
+                    f"token audiences do not include any of the requested {wanted}"
+                )
+            status = {"authenticated": True, "user": who.as_dict(), "audiences": [API_AUDIENCE]}
         except errors.StatusError as exc:
             status = {"authenticated": False, "error": exc.message}
         return {

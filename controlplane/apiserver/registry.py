@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import yaml
 
 from kubelab import storeclient
-from kubelab.api import errors, patch, selectors
+from kubelab.api import errors, patch, protobuf, selectors
 from kubelab.api.defaults import apply_defaults
 from kubelab.api.resources import Resource
 from kubelab.api.validation import validate
@@ -169,6 +169,8 @@ class DeleteOptions:
                 '"Foreground", "Background", "Orphan"'
             )
         pre = body.get("preconditions") or {}
+        if not isinstance(pre, dict):
+            raise errors.bad_request("preconditions must be an object")
         dry = body.get("dryRun") or args.get("dryRun")
         try:
             grace_value = None if grace in (None, "") else int(grace)
@@ -179,11 +181,11 @@ class DeleteOptions:
             policy,
             str(pre.get("uid") or ""),
             str(pre.get("resourceVersion") or ""),
-            _dry_run(dry),
+            parse_dry_run(dry),
         )
 
 
-def _dry_run(value: Any) -> bool:
+def parse_dry_run(value: Any) -> bool:
     if not value:
         return False
     values = value if isinstance(value, list) else [value]
@@ -194,8 +196,16 @@ def _dry_run(value: Any) -> bool:
 
 
 def decode_body(data: bytes, content_type: str) -> Object:
-    """A request body as JSON or YAML; anything else is a clear 400/415."""
+    """A request body as JSON, YAML or Kubernetes protobuf (kubectl's typed commands send
+    protobuf); anything else is a clear 400/415."""
     media = content_type.split(";")[0].strip().lower()
+    if media == protobuf.PROTOBUF:
+        try:
+            return protobuf.decode(data)
+        except protobuf.UnsupportedProtobuf as exc:
+            raise errors.StatusError(415, "UnsupportedMediaType", str(exc)) from None
+        except protobuf.ProtobufError as exc:
+            raise errors.bad_request(f"the protobuf request body is not valid: {exc}") from None
     if media in ("", "application/json", "*/*"):
         try:
             obj = json.loads(data or b"null")
@@ -221,6 +231,65 @@ _PATCH_REASONS = {400: "BadRequest", 415: "UnsupportedMediaType", 422: "Invalid"
 def patch_error(exc: patch.PatchError) -> errors.StatusError:
     """A patch that cannot apply, with the code the patch module chose (400/415/422)."""
     return errors.StatusError(exc.code, _PATCH_REASONS.get(exc.code, "BadRequest"), str(exc))
+
+
+class WatchStream:
+    """One client's watch: the replayed or synthetic first events, then live ones, with
+    bookmarks when the client asked for them; `close()` releases the cache watcher
+    whether or not the stream was ever read."""
+
+    def __init__(
+        self,
+        cacher: Cacher,
+        r: Resource,
+        watcher: Watcher,
+        first: list[Event],
+        revision: int,
+        opts: ListOptions,
+        deadline: float,
+        bookmark_every: float,
+    ) -> None:
+        self.cacher, self.r, self.watcher, self.first = cacher, r, watcher, first
+        self.revision, self.opts = revision, opts
+        self.deadline, self.bookmark_every = deadline, bookmark_every
+
+    def __iter__(self) -> Iterator[Object]:
+        opts, w = self.opts, self.watcher
+        last = max([e.revision for e in self.first], default=self.revision)
+        sent = time.monotonic()
+        for ev in self.first:
+            yield {"type": ev.type, "object": ev.object}
+        if opts.send_initial_events and opts.allow_bookmarks:
+            last = max(last, self.revision)
+            yield _bookmark(self.r, last, initial_end=True)
+        # Wake up at least once a second to notice the deadline and send bookmarks.
+        for item in self.cacher.events(w, timeout=1.0):
+            now = time.monotonic()
+            if now >= self.deadline:
+                return
+            if item is not None:
+                last, sent = item.revision, now
+                yield {"type": item.type, "object": item.object}
+            elif opts.allow_bookmarks and now - sent >= self.bookmark_every:
+                current = self.cacher.revision
+                if current > last and not w.closed:
+                    last, sent = current, now
+                    yield _bookmark(self.r, last)
+        if w.reason.startswith("resource version too old"):
+            yield {"type": ERROR, "object": errors.gone(w.reason).status()}
+
+    def close(self) -> None:
+        self.cacher.unwatch(self.r, self.watcher)
+
+
+def _bookmark(r: Resource, revision: int, initial_end: bool = False) -> Object:
+    meta: Object = {"resourceVersion": str(revision)}
+    if initial_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return {
+        "type": BOOKMARK,
+        "object": {"kind": r.kind, "apiVersion": r.api_version, "metadata": meta},
+    }
 
 
 class Registry:
@@ -297,7 +366,7 @@ class Registry:
 
     def watch(
         self, r: Resource, namespace: str, opts: ListOptions, bookmark_every: float = 5.0
-    ) -> Iterator[Object]:
+    ) -> WatchStream:
         """Watch events as Kubernetes sends them: {"type": ..., "object": ...}."""
         matches = self._matcher(r, opts)
         prefix = self._prefix(r, namespace)
@@ -308,57 +377,20 @@ class Registry:
         elif opts.resource_version == "":
             self._wait_fresh(self._store_call(self.storage.current_revision))
         try:
-            watcher, first = self.cacher.watch(r, prefix, matches, since)
+            watcher, first, revision = self.cacher.watch(r, prefix, matches, since)
         except TooOldResourceVersion as exc:
             raise errors.gone(str(exc)) from None
-        deadline = time.monotonic() + (opts.timeout_seconds if opts.timeout_seconds else 1800)
-        return self._stream(r, watcher, first, opts, deadline, bookmark_every)
-
-    def _stream(
-        self,
-        r: Resource,
-        watcher: Watcher,
-        first: list[Event],
-        opts: ListOptions,
-        deadline: float,
-        bookmark_every: float,
-    ) -> Iterator[Object]:
-        last = max([e.revision for e in first], default=self.cacher.revision)
-        sent = time.monotonic()
-        try:
-            for ev in first:
-                yield {"type": ev.type, "object": ev.object}
-            if opts.send_initial_events and opts.allow_bookmarks:
-                yield self._bookmark(r, last, initial_end=True)
-            # Wake up at least once a second to notice the deadline and send bookmarks.
-            for item in self.cacher.events(watcher, timeout=1.0):
-                now = time.monotonic()
-                if now >= deadline:
-                    return
-                if item is not None:
-                    last, sent = item.revision, now
-                    yield {"type": item.type, "object": item.object}
-                elif (
-                    opts.allow_bookmarks
-                    and now - sent >= bookmark_every
-                    and self.cacher.revision > last
-                ):
-                    last, sent = self.cacher.revision, now
-                    yield self._bookmark(r, last)
-            if watcher.reason.startswith("resource version too old"):
-                yield {"type": ERROR, "object": errors.gone(watcher.reason).status()}
-        finally:
-            self.cacher.unwatch(r, watcher)
-
-    @staticmethod
-    def _bookmark(r: Resource, revision: int, initial_end: bool = False) -> Object:
-        meta: Object = {"resourceVersion": str(revision)}
-        if initial_end:
-            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        return {
-            "type": BOOKMARK,
-            "object": {"kind": r.kind, "apiVersion": r.api_version, "metadata": meta},
-        }
+        timeout = opts.timeout_seconds if opts.timeout_seconds else 1800
+        return WatchStream(
+            self.cacher,
+            r,
+            watcher,
+            first,
+            revision,
+            opts,
+            time.monotonic() + timeout,
+            bookmark_every,
+        )
 
     # -- writes --------------------------------------------------------------------------
 
@@ -428,6 +460,8 @@ class Registry:
         """PUT: replace the object (or, for "status", only its status)."""
         self._check_type(r, obj)
         meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
         self._check_namespace(r, namespace, meta)
         if meta.get("name", name) != name:
             raise errors.bad_request(
@@ -446,7 +480,7 @@ class Registry:
             r,
             namespace,
             name,
-            lambda _old: obj,
+            lambda _old: copy.deepcopy(obj),
             user,
             subresource,
             dry_run,
@@ -553,18 +587,30 @@ class Registry:
             raise errors.not_found(r.plural, name, r.group) from None
         except RevisionConflict:
             raise errors.conflict(r.plural, name, r.group) from None
-        meta = stored["metadata"]
-        if (
-            meta.get("deletionTimestamp")
-            and not meta.get("finalizers")
-            and not (r.kind == "Pod" and meta.get("deletionGracePeriodSeconds"))
-        ):
+        except KeyExists as exc:
+            raise errors.invalid_object(
+                r.kind,
+                name,
+                [
+                    errors.invalid(
+                        "spec", exc.key.rsplit("/", 1)[-1], "provided value is already allocated"
+                    )
+                ],
+                r.group,
+            ) from None
+        if _ready_to_go(r, stored):
             # The last finalizer is gone: the deletion it held back can complete.
-            return self._remove(r, namespace, name, int(meta["resourceVersion"]))
+            return self._finalize(r, stored)
         return stored
 
     def delete(
-        self, r: Resource, namespace: str, name: str, opts: DeleteOptions, user: Any
+        self,
+        r: Resource,
+        namespace: str,
+        name: str,
+        opts: DeleteOptions,
+        user: Any,
+        attempts: int = 5,
     ) -> Object:
         key = r.key(namespace, name)
         current = self._store_call(lambda: self.storage.get(key))
@@ -595,16 +641,19 @@ class Registry:
         attrs = Attributes("DELETE", r, "", namespace, name, None, current, user, opts.dry_run)
         self.admission.validate(attrs)
         grace = strategy.grace_period(r, current, opts.grace_period)
-        finalizers = list(meta.get("finalizers") or [])
-        if opts.propagation == "Foreground" and FOREGROUND not in finalizers:
-            finalizers.append(FOREGROUND)
-        elif opts.propagation == "Orphan" and ORPHAN not in finalizers:
-            finalizers.append(ORPHAN)
-        graceful = grace > 0 or bool(finalizers) or r.kind == "Namespace"
+        propagation = {"Foreground": FOREGROUND, "Orphan": ORPHAN}.get(opts.propagation)
+        held = bool(meta.get("finalizers")) or propagation is not None
         if opts.dry_run:
             return current
-        if not graceful:
-            return self._remove(r, namespace, name, 0)
+        if grace == 0 and not held and r.kind != "Namespace":
+            try:
+                return self._remove(r, current)
+            except RevisionConflict:
+                # It changed since we read it (a finalizer may have been added): decide
+                # again on the new state.
+                if attempts <= 1:
+                    raise errors.conflict(r.plural, name, r.group) from None
+                return self.delete(r, namespace, name, opts, user, attempts - 1)
 
         def mark(obj: Object) -> Object | None:
             m = obj["metadata"]
@@ -612,7 +661,8 @@ class Registry:
             if not m.get("deletionTimestamp"):
                 at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=grace)
                 m["deletionTimestamp"] = at.strftime("%Y-%m-%dT%H:%M:%SZ")
-                m["generation"] = int(m.get("generation", 0)) + 1
+                if int(m.get("generation", 0)) > 0:
+                    m["generation"] = int(m["generation"]) + 1
                 changed = True
             if r.kind == "Pod" and (
                 m.get("deletionGracePeriodSeconds") is None
@@ -620,10 +670,9 @@ class Registry:
             ):
                 m["deletionGracePeriodSeconds"] = grace
                 changed = True
-            for f in finalizers:
-                if f not in m.setdefault("finalizers", []):
-                    m["finalizers"].append(f)
-                    changed = True
+            if propagation is not None and propagation not in m.setdefault("finalizers", []):
+                m["finalizers"].append(propagation)
+                changed = True
             if r.kind == "Namespace" and obj.get("status", {}).get("phase") != "Terminating":
                 obj.setdefault("status", {})["phase"] = "Terminating"
                 changed = True
@@ -632,9 +681,6 @@ class Registry:
         stored, _ = self._store_call(
             lambda: self.storage.guaranteed_update(key, mark, current=current)
         )
-        m = stored["metadata"]
-        if r.kind == "Pod" and grace == 0 and not m.get("finalizers"):
-            return self._remove(r, namespace, name, int(m["resourceVersion"]))
         return stored
 
     def delete_collection(
@@ -656,22 +702,35 @@ class Registry:
         listed["items"] = deleted
         return listed
 
-    def _remove(self, r: Resource, namespace: str, name: str, revision: int) -> Object:
-        key = r.key(namespace, name)
-        current = self._store_call(lambda: self.storage.get(key))
-        if current is None:
-            raise errors.not_found(r.plural, name, r.group)
+    def _remove(self, r: Resource, obj: Object) -> Object:
+        """Delete `obj` from the store if it is still at its resourceVersion, releasing
+        what it held (a Service's addresses); RevisionConflict if it changed."""
+        meta = obj["metadata"]
         releases: list[str] = []
         if self.allocator is not None:
-            _, releases = self.allocator(
-                Attributes("DELETE", r, "", namespace, name, None, current, None, False)
+            attrs = Attributes(
+                "DELETE", r, "", meta.get("namespace", ""), meta["name"], None, obj, None, False
             )
+            _, releases = self.allocator(attrs)
+        key = r.key(meta.get("namespace", ""), meta["name"])
+        revision = int(meta["resourceVersion"])
         try:
             return self._store_call(lambda: self.storage.delete(key, revision, releases))
         except KeyNotFound:
-            raise errors.not_found(r.plural, name, r.group) from None
-        except RevisionConflict:
-            raise errors.conflict(r.plural, name, r.group) from None
+            raise errors.not_found(r.plural, meta["name"], r.group) from None
+
+    def _finalize(self, r: Resource, obj: Object) -> Object:
+        """Complete a deletion whose last finalizer just went, unless the object changed
+        meanwhile into something that must stay (a finalizer added back)."""
+        for _ in range(5):
+            try:
+                return self._remove(r, obj)
+            except RevisionConflict as exc:
+                if exc.current is None or not _ready_to_go(r, exc.current):
+                    return exc.current or obj
+                obj = exc.current
+        meta = obj["metadata"]
+        raise errors.conflict(r.plural, meta["name"], r.group)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -760,6 +819,17 @@ class Registry:
             raise errors.service_unavailable(
                 f"the store is unavailable ({exc}); the apiserver will retry, try again"
             ) from None
+
+
+def _ready_to_go(r: Resource, obj: Object) -> bool:
+    """A deleted object whose finalizers are all gone (a Namespace's spec.finalizers too)
+    and that no kubelet still has to confirm (a pod in its grace period)."""
+    meta = obj["metadata"]
+    if not meta.get("deletionTimestamp") or meta.get("finalizers"):
+        return False
+    if r.kind == "Namespace" and obj.get("spec", {}).get("finalizers"):
+        return False
+    return not (r.kind == "Pod" and meta.get("deletionGracePeriodSeconds"))
 
 
 def _everything(obj: Object) -> bool:

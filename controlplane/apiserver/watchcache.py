@@ -87,25 +87,30 @@ class Watcher:
     closed: bool = False
     reason: str = ""
 
-    def offer(self, ev: Event) -> None:
-        """Queue what `ev` means to this watcher (if anything); close it on overflow."""
-        if self.closed or not ev.key.startswith(self.prefix):
-            return
+    def translate(self, ev: Event) -> Event | None:
+        """What `ev` means to this watcher, or None: an object that starts (stops)
+        matching its selectors is ADDED (DELETED) for it."""
+        if not ev.key.startswith(self.prefix):
+            return None
         now = ev.type != DELETED and self.matches(ev.object)
         before = ev.prev is not None and self.matches(ev.prev)
         if ev.type == DELETED:
-            out = ev if before else None
-        elif now and before:
-            out = ev
-        elif now:
-            out = Event(ADDED, ev.key, ev.object, ev.prev, ev.revision)
-        elif before:
-            # It no longer matches: to this watcher it is gone, in its last matching form
-            # but at the new revision.
-            gone = json.loads(json.dumps(ev.object))
-            out = Event(DELETED, ev.key, gone, ev.prev, ev.revision)
-        else:
-            out = None
+            return ev if before else None
+        if now:
+            return ev if before else Event(ADDED, ev.key, ev.object, ev.prev, ev.revision)
+        if before and ev.prev is not None:
+            # Gone from this watcher's view: its last matching state, at the new revision.
+            gone = json.loads(json.dumps(ev.prev))
+            gone["metadata"]["resourceVersion"] = str(ev.revision)
+            return Event(DELETED, ev.key, gone, ev.prev, ev.revision)
+        return None
+
+    def offer(self, ev: Event) -> None:
+        """Queue what `ev` means to this watcher; close it if its client stopped reading
+        (it re-watches from the last version it got, and the ring replays the rest)."""
+        if self.closed:
+            return
+        out = self.translate(ev)
         if out is None:
             return
         try:
@@ -114,6 +119,7 @@ class Watcher:
             self.close("the watcher fell too far behind")
 
     def close(self, reason: str = "") -> None:
+        """End the stream: its reader stops at the next empty queue or at the marker."""
         if self.closed:
             return
         self.closed = True
@@ -322,6 +328,7 @@ class Cacher:
         order, and the revision they are current at."""
         cache = self.cache_for(resource)
         with self._cond:
+            self._check_ready()
             items = [o for k, o in sorted(cache.objects.items()) if k.startswith(prefix)]
             revision = self.revision
         return [o for o in items if matches(o)], revision
@@ -336,12 +343,14 @@ class Cacher:
         prefix: str,
         matches: Filter,
         resource_version: int | None,
-    ) -> tuple[Watcher, list[Event]]:
+    ) -> tuple[Watcher, list[Event], int]:
         """Register a watcher. With a `resource_version`, the events after it come first
-        (410 if they are no longer held); without, a synthetic ADDED per object now."""
+        (410 if they are no longer held); without, a synthetic ADDED per object now.
+        Also returns the cache's revision at that moment."""
         cache = self.cache_for(resource)
         w = Watcher(prefix, matches)
         with self._cond:
+            self._check_ready()
             if resource_version is None:
                 first = [
                     Event(ADDED, k, o, None, int(o["metadata"]["resourceVersion"]))
@@ -351,16 +360,14 @@ class Cacher:
             else:
                 if resource_version < cache.oldest:
                     raise TooOldResourceVersion(resource_version, cache.oldest + 1)
-                first = []
-                for ev in cache.events:
-                    if ev.revision > resource_version:
-                        w.offer(ev)
-                while not w.queue.empty():
-                    item = w.queue.get_nowait()
-                    if item is not None:
-                        first.append(item)
+                replay = (w.translate(ev) for ev in cache.events if ev.revision > resource_version)
+                first = [ev for ev in replay if ev is not None]
             cache.watchers.add(w)
-        return w, first
+            return w, first, self.revision
+
+    def _check_ready(self) -> None:
+        if not self.ready.is_set():
+            raise CacheNotReady("the watch cache is re-listing the store; try again")
 
     def unwatch(self, resource: Resource, w: Watcher) -> None:
         with self._cond:
@@ -378,6 +385,8 @@ class Cacher:
             try:
                 item = w.queue.get(timeout=timeout)
             except queue.Empty:
+                if w.closed:
+                    return
                 yield None
                 continue
             if item is None:

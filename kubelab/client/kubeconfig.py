@@ -392,5 +392,5 @@ def write_kubeconfig(
     }
     target = Path(path)
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    pki._write_atomic(target, yaml.safe_dump(doc, sort_keys=False).encode(), 0o600)
+    pki.write_atomic(target, yaml.safe_dump(doc, sort_keys=False).encode(), 0o600)
     return target

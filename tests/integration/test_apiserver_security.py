@@ -103,3 +103,84 @@ def test_a_kubelet_cannot_touch_another_nodes_objects(lab: Lab, tmp_path: Path) 
     assert r.status_code == 200, r.text
     r = kubelet.get(lab.server + "/api/v1/namespaces/kube-system/secrets/anything")
     assert r.status_code == 403
+
+
+def _bind(lab: Lab, namespace: str, name: str, role: str, group: str) -> None:
+    r = lab.api(
+        "POST",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+        json={
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+        },
+    )
+    assert r.status_code == 201, r.text
+
+
+def test_a_namespace_path_cannot_reach_cluster_scoped_objects(
+    lab: Lab, tmp_path: Path, namespace: str
+) -> None:
+    _bind(lab, namespace, "owners-admin", "admin", "owners")
+    owner = _client(lab, tmp_path, "olga", ["owners"])
+    for path in (
+        f"/api/v1/namespaces/{namespace}/nodes",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/clusterroles",
+    ):
+        r = owner.get(lab.server + path)
+        assert r.status_code == 404, (path, r.text)
+        assert "cluster-scoped" in r.json()["message"]
+
+
+def test_nobody_grants_what_they_do_not_hold(lab: Lab, tmp_path: Path, namespace: str) -> None:
+    _bind(lab, namespace, "owners-admin", "admin", "owners")
+    owner = _client(lab, tmp_path, "olga", ["owners"])
+    path = f"{lab.server}/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings"
+    for _ in range(50):  # wait for the binding to reach the authorizer
+        if owner.get(path).status_code == 200:
+            break
+    escalate = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "me-cluster-admin"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cluster-admin",
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "olga"}],
+    }
+    r = owner.post(path, json=escalate)
+    assert r.status_code == 403, r.text
+    assert "attempting to grant RBAC permissions not currently held" in r.json()["message"]
+    allowed = dict(
+        escalate, metadata={"name": "friend-view"}, roleRef={**escalate["roleRef"], "name": "view"}
+    )  # type: ignore[dict-item]
+    assert owner.post(path, json=allowed).status_code == 201
+
+
+def test_a_kubelet_writes_only_its_own_lease(lab: Lab, tmp_path: Path) -> None:
+    kubelet = _client(lab, tmp_path, "system:node:n7", ["system:nodes"])
+    path = f"{lab.server}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+
+    def lease(name: str) -> dict[str, object]:
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name},
+            "spec": {"holderIdentity": name},
+        }
+
+    assert kubelet.post(path, json=lease("n7")).status_code == 201
+    assert kubelet.post(path, json=lease("n8")).status_code == 403
+    token = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    r = kubelet.post(
+        f"{lab.server}/api/v1/namespaces/kube-system/serviceaccounts/default/token", json=token
+    )
+    assert r.status_code == 403  # no pod of that account runs on n7

@@ -1,0 +1,341 @@
+"""Benchmark: kubelab's apiserver against a 3-member kubelab store, on this machine.
+
+It starts a `LocalControlPlane` (3 store members, one apiserver, real TLS) in a temporary
+directory and measures, with an asyncio/aiohttp load generator presenting the admin's
+client certificate:
+
+* single-object GET and pod create at a fixed arrival rate (100 and 500 requests/s,
+  open loop: requests leave on schedule whether or not earlier ones have answered, and
+  latency counts from the scheduled time, so a stall shows up instead of being hidden by
+  a slower sender), p50 and p99;
+* LIST of 5,000 pods in one namespace: one full list (served from the watch cache) and a
+  paginated walk with ``limit=500`` as kubectl does it (served from the store);
+* watch fan-out: 200 watchers on one namespace, pods created at 20/s; the delivery
+  latency of each event to each watcher is the time it is read minus the time its create
+  was sent (same process, same clock), p50 and p99.
+
+Targets (the apiserver issue, from the Kubernetes SLOs, tightened): mutating and
+single-object calls p99 <= 100 ms, a list of 5,000 pods <= 1 s, watch delivery p99 <=
+200 ms. There is no peer to compare with (no kube-apiserver can be installed here).
+
+The two cores are shared by the store's three members, the apiserver and the generator,
+so the CPU each used is printed with the figures.
+
+    python -m bench.apiserver [--seconds 10] [--pods 5000] [--watchers 200] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import ssl
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from controlplane.localplane import LocalControlPlane
+
+TARGET_P99_MS = 100.0
+TARGET_LIST_S = 1.0
+TARGET_WATCH_P99_MS = 200.0
+
+
+def _pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "bench"}},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "busybox:1.36", "resources": {"requests": {"cpu": "10m"}}}
+            ]
+        },
+    }
+
+
+def _quantiles(samples: list[float]) -> tuple[float, float]:
+    if not samples:
+        return float("nan"), float("nan")
+    s = sorted(samples)
+    return s[len(s) // 2], s[min(len(s) - 1, int(len(s) * 0.99))]
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class RateResult:
+    what: str
+    rate: int
+    sent: int
+    errors: int
+    p50_ms: float
+    p99_ms: float
+    apiserver_cpu: float
+    store_cpu: float
+
+
+class Bench:
+    def __init__(self, plane: LocalControlPlane) -> None:
+        self.plane = plane
+        ctx = ssl.create_default_context(cafile=str(plane.pki / "ca.crt"))
+        ctx.load_cert_chain(plane.pki / "admin.crt", plane.pki / "admin.key")
+        self.ssl = ctx
+        self.base = plane.server
+
+    def session(self, limit: int = 200) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=self.ssl, limit=limit),
+            timeout=aiohttp.ClientTimeout(total=60),
+        )
+
+    def _cpu(self) -> tuple[float, float]:
+        assert self.plane.process is not None and self.plane.store is not None
+        api = _cpu_seconds(self.plane.process.pid)
+        store = sum(
+            _cpu_seconds(m.process.pid) for m in self.plane.store.members if m.process is not None
+        )
+        return api, store
+
+    async def create_namespace(self, s: aiohttp.ClientSession, name: str) -> None:
+        for path, body in (
+            (
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+            ),
+            (
+                f"/api/v1/namespaces/{name}/serviceaccounts",
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
+            ),
+        ):
+            async with s.post(self.base + path, json=body) as r:
+                assert r.status == 201, await r.text()
+
+    async def at_rate(self, what: str, rate: int, seconds: float, ns: str) -> RateResult:
+        """`what` ("get" or "create") at `rate` requests/s for `seconds` (open loop)."""
+        latencies: list[float] = []
+        errors = 0
+        cpu0 = self._cpu()
+        async with self.session(limit=400) as s:
+            if what == "get":
+                async with s.post(
+                    f"{self.base}/api/v1/namespaces/{ns}/pods", json=_pod("target")
+                ) as r:
+                    assert r.status in (201, 409)
+            loop = asyncio.get_running_loop()
+            start = loop.time() + 0.2
+            total = int(rate * seconds)
+
+            async def one(i: int) -> None:
+                nonlocal errors
+                due = start + i / rate
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                try:
+                    if what == "get":
+                        req = s.get(f"{self.base}/api/v1/namespaces/{ns}/pods/target")
+                    else:
+                        req = s.post(
+                            f"{self.base}/api/v1/namespaces/{ns}/pods", json=_pod(f"r{rate}-{i}")
+                        )
+                    async with req as r:
+                        await r.read()
+                        if r.status >= 300:
+                            errors += 1
+                except aiohttp.ClientError:
+                    errors += 1
+                latencies.append((loop.time() - due) * 1000)
+
+            await asyncio.gather(*(one(i) for i in range(total)))
+        cpu1 = self._cpu()
+        p50, p99 = _quantiles(latencies)
+        elapsed = seconds + 0.2
+        return RateResult(
+            what,
+            rate,
+            total,
+            errors,
+            p50,
+            p99,
+            (cpu1[0] - cpu0[0]) / elapsed,
+            (cpu1[1] - cpu0[1]) / elapsed,
+        )
+
+    async def fill(self, ns: str, count: int) -> float:
+        """Create `count` pods with 32 concurrent writers; returns the seconds it took."""
+        started = time.monotonic()
+        async with self.session() as s:
+            queue = list(range(count))
+
+            async def writer() -> None:
+                while queue:
+                    i = queue.pop()
+                    async with s.post(
+                        f"{self.base}/api/v1/namespaces/{ns}/pods", json=_pod(f"p{i:05d}")
+                    ) as r:
+                        assert r.status == 201, await r.text()
+
+            await asyncio.gather(*(writer() for _ in range(32)))
+        return time.monotonic() - started
+
+    async def list_pods(self, ns: str, limit: int = 0) -> tuple[float, int]:
+        async with self.session() as s:
+            started = time.monotonic()
+            items, token = 0, ""
+            while True:
+                params = {"limit": str(limit)} if limit else {}
+                if token:
+                    params["continue"] = token
+                async with s.get(f"{self.base}/api/v1/namespaces/{ns}/pods", params=params) as r:
+                    body = await r.json()
+                items += len(body["items"])
+                token = body["metadata"].get("continue", "")
+                if not token:
+                    return time.monotonic() - started, items
+
+    async def watch_fanout(
+        self, ns: str, watchers: int, events: int, rate: float
+    ) -> tuple[float, float, int]:
+        sent: dict[str, float] = {}
+        latencies: list[float] = []
+        loop = asyncio.get_running_loop()
+        async with self.session(limit=watchers + 20) as s:
+            ready = asyncio.Event()
+            opened = 0
+
+            async def watch() -> None:
+                nonlocal opened
+                url = f"{self.base}/api/v1/namespaces/{ns}/pods?watch=1&timeoutSeconds=120"
+                async with s.get(url) as r:
+                    opened += 1
+                    if opened == watchers:
+                        ready.set()
+                    seen = 0
+                    async for line in r.content:
+                        ev = json.loads(line)
+                        name = ev["object"]["metadata"]["name"]
+                        if ev["type"] == "ADDED" and name in sent:
+                            latencies.append((loop.time() - sent[name]) * 1000)
+                            seen += 1
+                            if seen == events:
+                                return
+
+            tasks = [asyncio.create_task(watch()) for _ in range(watchers)]
+            await asyncio.wait_for(ready.wait(), 60)
+            await asyncio.sleep(0.5)
+            for i in range(events):
+                name = f"w{i:04d}"
+                sent[name] = loop.time()
+                async with s.post(f"{self.base}/api/v1/namespaces/{ns}/pods", json=_pod(name)) as r:
+                    assert r.status == 201, await r.text()
+                await asyncio.sleep(1 / rate)
+            await asyncio.wait_for(asyncio.gather(*tasks), 120)
+        p50, p99 = _quantiles(latencies)
+        return p50, p99, len(latencies)
+
+
+def _row(cells: list[str], markdown: bool) -> str:
+    return "| " + " | ".join(cells) + " |" if markdown else "  ".join(f"{c:>16}" for c in cells)
+
+
+async def run(args: argparse.Namespace, plane: LocalControlPlane) -> None:
+    b = Bench(plane)
+    md = args.markdown
+    async with b.session() as s:
+        for ns in ("bench-rate", "bench-list", "bench-watch"):
+            await b.create_namespace(s, ns)
+    print("\nsingle-object GET and pod create at a fixed arrival rate (open loop)")
+    print(
+        _row(
+            [
+                "call",
+                "rate/s",
+                "sent",
+                "errors",
+                "p50 ms",
+                "p99 ms",
+                "target",
+                "apiserver cores",
+                "store cores",
+            ],
+            md,
+        )
+    )
+    if md:
+        print("|" + "---|" * 9)
+    for what in ("get", "create"):
+        for rate in (100, 500):
+            res = await b.at_rate(what, rate, args.seconds, "bench-rate")
+            verdict = "met" if res.p99_ms <= TARGET_P99_MS and not res.errors else "MISSED"
+            print(
+                _row(
+                    [
+                        what,
+                        str(rate),
+                        str(res.sent),
+                        str(res.errors),
+                        f"{res.p50_ms:.1f}",
+                        f"{res.p99_ms:.1f}",
+                        f"p99 <= {TARGET_P99_MS:.0f} ms: {verdict}",
+                        f"{res.apiserver_cpu:.2f}",
+                        f"{res.store_cpu:.2f}",
+                    ],
+                    md,
+                ),
+                flush=True,
+            )
+    took = await b.fill("bench-list", args.pods)
+    print(
+        f"\nfilled {args.pods} pods in {took:.1f} s ({args.pods / took:.0f} creates/s, 32 writers)"
+    )
+    full, n_full = await b.list_pods("bench-list")
+    paged, n_paged = await b.list_pods("bench-list", limit=500)
+    print(_row(["list", "pods", "seconds", "target"], md))
+    if md:
+        print("|---|---|---|---|")
+    for label, secs, n in (
+        ("one request (watch cache)", full, n_full),
+        ("limit=500 pages (store)", paged, n_paged),
+    ):
+        verdict = "met" if secs <= TARGET_LIST_S else "MISSED"
+        print(_row([label, str(n), f"{secs:.3f}", f"<= {TARGET_LIST_S:.0f} s: {verdict}"], md))
+    p50, p99, count = await b.watch_fanout(
+        "bench-watch", args.watchers, args.events, args.event_rate
+    )
+    verdict = "met" if p99 <= TARGET_WATCH_P99_MS else "MISSED"
+    print(
+        f"\nwatch fan-out: {args.watchers} watchers x {args.events} events at "
+        f"{args.event_rate:.0f}/s: {count} deliveries, p50 {p50:.1f} ms, p99 {p99:.1f} ms "
+        f"(target p99 <= {TARGET_WATCH_P99_MS:.0f} ms: {verdict})"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="bench.apiserver", description=__doc__.split("\n")[0])
+    p.add_argument("--seconds", type=float, default=10.0, help="duration of each rate level")
+    p.add_argument("--pods", type=int, default=5000, help="pods in the listed namespace")
+    p.add_argument("--watchers", type=int, default=200)
+    p.add_argument("--events", type=int, default=100, help="pods created during the watch")
+    p.add_argument("--event-rate", type=float, default=20.0)
+    p.add_argument("--markdown", action="store_true")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-apiserver-") as tmp:
+        plane = LocalControlPlane(Path(tmp), store_members=3)
+        print("==> starting a 3-member kubelab store and the apiserver", flush=True)
+        plane.start(timeout=120)
+        try:
+            asyncio.run(run(args, plane))
+        finally:
+            plane.stop()
+
+
+if __name__ == "__main__":
+    main()
