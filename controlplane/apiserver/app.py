@@ -395,6 +395,7 @@ class _WatchBody:
         server.metrics.watchers.inc()
 
     def __iter__(self) -> Iterator[bytes]:
+        yield b""  # the server sends the headers now (see server.CertHandler)
         for ev in self.events:
             if self.as_table and ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
                 ev = {
