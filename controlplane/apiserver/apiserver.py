@@ -26,6 +26,7 @@ from flask import Response
 
 from kubelab import storeclient
 from kubelab.api import errors
+from kubelab.api.conversion import core_event_to_events_v1, events_v1_to_core_event
 from kubelab.api.resources import RESOURCES, Resource, lookup
 
 from .admission import SYSTEM_NAMESPACES, Chain
@@ -43,6 +44,7 @@ from .registry import Registry
 from .requestinfo import RequestInfo
 from .services import ServiceAllocator
 from .storage import Storage
+from .views import ConvertedView
 from .watchcache import Cacher
 
 log = logging.getLogger("kubelab.apiserver")
@@ -107,6 +109,18 @@ class APIServer:
         self.authz = Authorizer(self.cached_list, self.cached, config.node_authorizer)
         self.admission = Chain(self.cached, self.cached_list, self.authz, config.admission_plugins)
         self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
+        # Resources served from another's objects (events.k8s.io/v1 Events).
+        self.views = {
+            r.group_resource: ConvertedView(
+                self.registry,
+                r,
+                _resource(r.converted_from),
+                core_event_to_events_v1,
+                events_v1_to_core_event,
+            )
+            for r in RESOURCES
+            if r.converted_from
+        }
         self.issuer = TokenIssuer(
             config.service_account_signing_key,
             config.service_account_public_keys,

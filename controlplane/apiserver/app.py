@@ -31,9 +31,10 @@ from kubelab.api import errors, resources, tables
 
 from . import discovery, handlers, openapi
 from .authn import UserInfo
-from .registry import DeleteOptions, ListOptions, WatchStream, decode_body
+from .registry import DeleteOptions, EventStream, ListOptions, Registry, decode_body
 from .requestinfo import RequestInfo
 from .requestinfo import parse as parse_request
+from .views import ConvertedView
 from .watchcache import CacheNotReady
 
 if TYPE_CHECKING:
@@ -289,7 +290,7 @@ class _Record:
 def _dispatch(
     server: APIServer, r: resources.Resource, info: RequestInfo, user: UserInfo
 ) -> Response:
-    reg = server.registry
+    reg: Registry | ConvertedView = server.views.get(r.group_resource) or server.registry
     args = request.args.to_dict()
     dry_run = "dryRun" in args and args["dryRun"] == "All"
     if "dryRun" in args and args["dryRun"] != "All":
@@ -384,7 +385,7 @@ class _WatchBody:
         self,
         server: APIServer,
         r: resources.Resource,
-        events: WatchStream,
+        events: EventStream,
         as_table: bool,
         include: str,
         record: _Record,

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
@@ -56,6 +56,7 @@ from .watchcache import (
     CacheNotReady,
     Cacher,
     Event,
+    Filter,
     TooOldResourceVersion,
     Watcher,
 )
@@ -233,6 +234,14 @@ def patch_error(exc: patch.PatchError) -> errors.StatusError:
     return errors.StatusError(exc.code, _PATCH_REASONS.get(exc.code, "BadRequest"), str(exc))
 
 
+class EventStream(Protocol):
+    """What a watch handler streams: watch events, then `close()`."""
+
+    def __iter__(self) -> Iterator[Object]: ...
+
+    def close(self) -> None: ...
+
+
 class WatchStream:
     """One client's watch: the replayed or synthetic first events, then live ones, with
     bookmarks when the client asked for them; `close()` releases the cache watcher
@@ -322,8 +331,12 @@ class Registry:
             raise errors.not_found(r.plural, name, r.group)
         return obj
 
-    def list_objects(self, r: Resource, namespace: str, opts: ListOptions) -> Object:
-        matches = self._matcher(r, opts)
+    def list_objects(
+        self, r: Resource, namespace: str, opts: ListOptions, matches: Filter | None = None
+    ) -> Object:
+        """`matches` replaces the selectors of `opts` (a converted view filters its own
+        form of the objects)."""
+        matches = matches or self.matcher(r, opts)
         prefix = self._prefix(r, namespace)
         exact = opts.resource_version_match == "Exact"
         if (opts.limit and opts.resource_version != "0") or opts.continue_token or exact:
@@ -365,10 +378,15 @@ class Registry:
         }
 
     def watch(
-        self, r: Resource, namespace: str, opts: ListOptions, bookmark_every: float = 5.0
+        self,
+        r: Resource,
+        namespace: str,
+        opts: ListOptions,
+        bookmark_every: float = 5.0,
+        matches: Filter | None = None,
     ) -> WatchStream:
         """Watch events as Kubernetes sends them: {"type": ..., "object": ...}."""
-        matches = self._matcher(r, opts)
+        matches = matches or self.matcher(r, opts)
         prefix = self._prefix(r, namespace)
         since: int | None = None
         if opts.resource_version not in ("", "0") and not opts.send_initial_events:
@@ -684,12 +702,19 @@ class Registry:
         return stored
 
     def delete_collection(
-        self, r: Resource, namespace: str, lopts: ListOptions, dopts: DeleteOptions, user: Any
+        self,
+        r: Resource,
+        namespace: str,
+        lopts: ListOptions,
+        dopts: DeleteOptions,
+        user: Any,
+        matches: Filter | None = None,
     ) -> Object:
         listed = self.list_objects(
             r,
             namespace,
             ListOptions(label_selector=lopts.label_selector, field_selector=lopts.field_selector),
+            matches,
         )
         deleted = []
         for obj in listed["items"]:
@@ -781,7 +806,8 @@ class Registry:
         return r.registry_prefix()
 
     @staticmethod
-    def _matcher(r: Resource, opts: ListOptions) -> Callable[[Object], bool]:
+    def matcher(r: Resource, opts: ListOptions) -> Filter:
+        """The label and field selectors of `opts`, for objects of `r`."""
         labels = selectors.parse_label_selector(opts.label_selector)
         fields = selectors.parse_field_selector(opts.field_selector, r)
         if labels.empty() and fields.empty():

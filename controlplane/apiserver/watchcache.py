@@ -167,7 +167,10 @@ class Cacher:
         capacity: int = 10_000,
     ) -> None:
         self.storage = storage
-        self.caches = [ResourceCache(r, capacity) for r in resources if r.stored]
+        # A converted resource (events.k8s.io Events) is read from its source's cache.
+        self.caches = [
+            ResourceCache(r, capacity) for r in resources if r.stored and not r.converted_from
+        ]
         self._by_prefix = sorted(self.caches, key=lambda c: -len(c.prefix))
         self.revision = 0
         self._cond = threading.Condition()

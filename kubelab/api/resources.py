@@ -27,6 +27,9 @@ class Resource:
     subresources: dict[str, str] = field(default_factory=dict)
     # False for resources that are not kept in the store (metrics, tokens).
     stored: bool = True
+    # Served from another resource's objects through a conversion: that resource's
+    # group_resource (events.k8s.io/v1 Events are core Events; see kubelab.api.conversion).
+    converted_from: str = ""
 
     @property
     def singular(self) -> str:
@@ -51,6 +54,8 @@ class Resource:
 
     def registry_prefix(self) -> str:
         """Storage key prefix, as the seeds draw it: /registry/<resource>/..."""
+        if self.converted_from:
+            return f"/registry/{self.converted_from}/"
         if self.group in ("", "apps", "batch", "rbac.authorization.k8s.io"):
             return f"/registry/{self.plural}/"
         return f"/registry/{self.group}/{self.plural}/"
@@ -80,9 +85,20 @@ def _r(
     categories: tuple[str, ...] = (),
     sub: dict[str, str] | None = None,
     stored: bool = True,
+    converted_from: str = "",
 ) -> Resource:
     return Resource(
-        group, version, kind, plural, namespaced, short, verbs, categories, sub or {}, stored
+        group,
+        version,
+        kind,
+        plural,
+        namespaced,
+        short,
+        verbs,
+        categories,
+        sub or {},
+        stored,
+        converted_from,
     )
 
 
@@ -204,7 +220,7 @@ RESOURCES: tuple[Resource, ...] = (
         ("csr",),
         sub={"status": "", "approval": ""},
     ),
-    _r("events.k8s.io", "v1", "Event", "events", True, ("ev",)),
+    _r("events.k8s.io", "v1", "Event", "events", True, ("ev",), converted_from="events"),
     # authorization and authentication: create-only reviews, never stored
     _r(
         "authorization.k8s.io",

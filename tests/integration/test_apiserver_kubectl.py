@@ -246,3 +246,30 @@ def test_verbose_kubectl_shows_the_api_calls(lab: Lab, namespace: str) -> None:
     done = lab.kubectl("get", "pods", "-n", namespace, "-v=8")
     assert f'verb="GET" url="{lab.server}/api/v1/namespaces/{namespace}/pods' in done.stderr
     assert '"Response" status="200 OK"' in done.stderr
+
+
+def test_events_are_one_object_in_both_event_apis(lab: Lab, namespace: str) -> None:
+    core = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "box.1", "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "name": "box", "namespace": namespace},
+        "reason": "Pulled",
+        "message": "image pulled",
+        "type": "Normal",
+        "count": 1,
+        "source": {"component": "kubelet"},
+    }
+    r = lab.api("POST", f"/api/v1/namespaces/{namespace}/events", json=core)
+    assert r.status_code == 201, r.text
+    path = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+    seen = lab.api("GET", f"{path}/box.1").json()
+    assert seen["apiVersion"] == "events.k8s.io/v1"
+    assert seen["note"] == "image pulled" and seen["regarding"]["name"] == "box"
+    assert seen["deprecatedCount"] == 1 and "message" not in seen
+    selected = lab.api("GET", f"{path}?fieldSelector=regarding.name%3Dbox").json()
+    assert [e["metadata"]["name"] for e in selected["items"]] == ["box.1"]
+    out = lab.kubectl("events", "-n", namespace).stdout
+    assert "Pulled" in out and "image pulled" in out
+    described = lab.kubectl("get", "events", "-n", namespace).stdout
+    assert "Pulled" in described
