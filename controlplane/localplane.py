@@ -109,6 +109,13 @@ class LocalControlPlane:
         pki.write_pair(serving, self.pki, "apiserver")
         admin = pki.issue(ca, "kubernetes-admin", organizations=["system:masters"], client=True)
         pki.write_pair(admin, self.pki, "admin")
+        kubelet_client = pki.issue(
+            ca,
+            "kube-apiserver-kubelet-client",
+            organizations=["kubeadm:cluster-admins"],
+            client=True,
+        )
+        pki.write_pair(kubelet_client, self.pki, "apiserver-kubelet-client")
         sa = ec.generate_private_key(ec.SECP256R1())
         pki.write_atomic(
             self.pki / "sa.key",
@@ -153,6 +160,12 @@ class LocalControlPlane:
             str(p / "sa.pub"),
             "--service-account-signing-key-file",
             str(p / "sa.key"),
+            "--kubelet-client-certificate",
+            str(p / "apiserver-kubelet-client.crt"),
+            "--kubelet-client-key",
+            str(p / "apiserver-kubelet-client.key"),
+            "--kubelet-certificate-authority",
+            str(p / "ca.crt"),
             "--audit-log-path",
             str(self.dir / "audit.log"),
             *self.extra_args,

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flask import Response
+from flask import Response, request
 
 from kubelab import storeclient
 from kubelab.api import errors
 from kubelab.api.conversion import core_event_to_events_v1, events_v1_to_core_event
-from kubelab.api.resources import RESOURCES, Resource, lookup
+from kubelab.api.resources import RESOURCES, Resource
 
+from . import kubelet
 from .admission import SYSTEM_NAMESPACES, Chain
 from .audit import AuditLog
 from .authn import (
@@ -48,6 +49,7 @@ from .views import ConvertedView
 from .watchcache import Cacher
 
 log = logging.getLogger("kubelab.apiserver")
+Object = dict[str, Any]
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -80,6 +82,7 @@ class Config:
     service_account_signing_key: Any = None
     service_account_public_keys: list[Any] = field(default_factory=list)
     service_account_issuer: str = SERVICE_ACCOUNT_ISSUER
+    kubelet_auth: kubelet.KubeletAuth = field(default_factory=kubelet.KubeletAuth)
     node_authorizer: bool = True
 
 
@@ -134,6 +137,7 @@ class APIServer:
             anonymous=config.anonymous_auth,
         )
         self.metrics = Metrics()
+        self.kubelets = kubelet.KubeletClient(config.kubelet_auth)
         self.audit = AuditLog(config.audit_log_path)
         self.bootstrapped = False
 
@@ -281,20 +285,53 @@ class APIServer:
     def kubelet_proxy(
         self, r: Resource, namespace: str, info: RequestInfo, user: UserInfo
     ) -> Response:
-        """The live-data path (logs, exec, port-forward, node proxy) goes to the kubelet's
-        HTTPS server; until a node runs one, say so."""
-        target = info.name
+        """The live-data path: pod logs and the node proxy, fetched from the kubelet (see
+        `kubelet`). Exec, attach and port-forward are protocol upgrades, not proxied yet."""
+        if info.verb != "get":
+            raise errors.method_not_allowed(
+                f"{r.plural}/{info.subresource} is only proxied for GET here"
+            )
+        nodes = _resource("nodes")
         if r.kind == "Pod":
-            pods = lookup("", "v1", "pods")
-            assert pods is not None
-            pod = self.registry.get(pods, namespace, info.name)
-            target = pod.get("spec", {}).get("nodeName") or ""
-            if not target:
+            pod = self.registry.get(r, namespace, info.name)
+            node_name = pod.get("spec", {}).get("nodeName") or ""
+            if not node_name:
                 raise errors.bad_request(
-                    f"pod {info.name} is not scheduled to a node yet; "
-                    f"{info.subresource} needs a running container"
+                    f"pod {info.name} is not scheduled to a node yet; {info.subresource} needs "
+                    "a running container"
                 )
-        raise errors.service_unavailable(
-            f"the kubelet of node {target!r} is not reachable: {info.subresource} is proxied "
-            "to the node's kubelet, which is not running there"
+            if info.subresource != "log":
+                raise errors.service_unavailable(
+                    f"{info.subresource} is not proxied to kubelets yet (only log is)"
+                )
+            path, follow = kubelet.log_path(pod, request.args.to_dict())
+        else:
+            node_name = info.name
+            rest = request.full_path.split(f"/nodes/{info.name}/proxy", 1)[1]
+            path, follow = "/" + rest.lstrip("/").rstrip("?"), False
+        node = self.registry.get(nodes, "", node_name)
+        body = self.kubelets.stream(node, path, follow)
+        return Response(
+            body, mimetype="text/plain" if r.kind == "Pod" else None, direct_passthrough=True
         )
+
+    def resource_metrics(self, r: Resource, namespace: str, name: str) -> Object:
+        """metrics.k8s.io, from every registered node's /stats/summary."""
+        nodes = self.cached_list("nodes", "")
+        items: list[Object] = []
+        for node in nodes:
+            try:
+                summary = self.kubelets.get_json(node, "/stats/summary")
+            except errors.StatusError as exc:
+                log.info("metrics: skipping node %s: %s", node["metadata"]["name"], exc)
+                continue
+            if r.kind == "NodeMetrics":
+                items.append(kubelet.node_metrics(node, summary))
+            else:
+                items += kubelet.pod_metrics(summary, namespace)
+        if name:
+            for item in items:
+                if item["metadata"]["name"] == name:
+                    return item
+            raise errors.not_found(r.plural, name, r.group)
+        return {"kind": r.list_kind, "apiVersion": r.api_version, "metadata": {}, "items": items}

@@ -219,7 +219,8 @@ def create_app(server: APIServer) -> Flask:
         if info.subresource:
             return handlers.subresource(server, r, info, g.user)
         if not r.stored:
-            return _json(handlers.virtual(server, r, info, g.user), 201)
+            answer = handlers.virtual(server, r, info, g.user)
+            return _json(answer, 201 if info.verb == "create" else 200)
         return _dispatch(server, r, info, g.user)
 
     return app

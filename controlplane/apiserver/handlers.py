@@ -283,10 +283,9 @@ def _one_field(
 def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -> Object:
     """Create-only resources that are answered, never stored."""
     if r.group == "metrics.k8s.io":
-        raise errors.service_unavailable(
-            "metrics.k8s.io is served from the kubelets' stats, and no kubelet is reporting "
-            "to this apiserver yet"
-        )
+        if info.verb not in ("get", "list"):
+            raise errors.method_not_allowed(f"{r.group_resource} is read-only")
+        return server.resource_metrics(r, info.namespace, info.name)
     if info.verb != "create":
         raise errors.method_not_allowed(f"only create is supported on {r.group_resource}")
     body = _body()

@@ -45,6 +45,7 @@ from .admission import Chain  # noqa: E402
 from .apiserver import APIServer, Config  # noqa: E402
 from .app import create_app  # noqa: E402
 from .authn import SERVICE_ACCOUNT_ISSUER  # noqa: E402
+from .kubelet import KubeletAuth  # noqa: E402
 
 log = logging.getLogger("kubelab.apiserver")
 
@@ -135,6 +136,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--audit-log-path", type=Path)
     p.add_argument("--token-auth-file", type=Path)
     p.add_argument("--anonymous-auth", default="true", choices=["true", "false"])
+    p.add_argument("--kubelet-client-certificate", type=Path)
+    p.add_argument("--kubelet-client-key", type=Path)
+    p.add_argument("--kubelet-certificate-authority", type=Path)
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-5)")
     return p.parse_args(argv)
 
@@ -174,6 +178,11 @@ def config_from(args: argparse.Namespace) -> Config:
         service_account_public_keys=public,
         service_account_issuer=args.service_account_issuer or SERVICE_ACCOUNT_ISSUER,
         node_authorizer="Node" in modes,
+        kubelet_auth=KubeletAuth(
+            args.kubelet_client_certificate,
+            args.kubelet_client_key,
+            args.kubelet_certificate_authority,
+        ),
     )
 
 

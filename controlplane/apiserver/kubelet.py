@@ -1,0 +1,218 @@
+"""The live-data path: what the apiserver fetches from a node's kubelet instead of the store.
+
+The seeds' one exception to "only the apiserver talks to the store, everyone talks to the
+apiserver": logs, node proxy and resource usage come from the kubelet's HTTPS server
+(port 10250 unless the Node's ``status.daemonEndpoints`` says otherwise), reached at the
+Node's InternalIP and authenticated with the apiserver's kubelet-client certificate
+(``--kubelet-client-certificate/--kubelet-client-key``; the kubelet's serving certificate is
+checked against ``--kubelet-certificate-authority``).
+
+* ``pods/<name>/log``    -> ``/containerLogs/<ns>/<pod>/<container>`` (streamed, so
+  ``kubectl logs -f`` follows);
+* ``nodes/<name>/proxy/<path>`` -> ``/<path>`` (``kubectl get --raw .../proxy/stats/summary``);
+* ``metrics.k8s.io``     -> each node's ``/stats/summary``, summed into NodeMetrics and
+  PodMetrics (``kubectl top``), as metrics-server does.
+
+Exec, attach and port-forward (protocol upgrades) are not proxied yet.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+
+from kubelab.api import errors
+
+log = logging.getLogger("kubelab.apiserver.kubelet")
+
+Object = dict[str, Any]
+DEFAULT_PORT = 10250
+LOG_PARAMS = (
+    "follow",
+    "previous",
+    "sinceSeconds",
+    "sinceTime",
+    "timestamps",
+    "tailLines",
+    "limitBytes",
+)
+
+
+@dataclass(frozen=True)
+class KubeletAuth:
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    ca_file: Path | None = None
+
+
+def node_address(node: Object) -> tuple[str, int]:
+    """Where a node's kubelet listens: its InternalIP (else any address) and port."""
+    status = node.get("status", {})
+    addresses = status.get("addresses") or []
+    by_type = {a.get("type"): a.get("address") for a in addresses if isinstance(a, dict)}
+    host = (
+        by_type.get("InternalIP")
+        or by_type.get("Hostname")
+        or next((a for a in by_type.values() if a), None)
+    )
+    if not host:
+        name = node.get("metadata", {}).get("name", "")
+        raise errors.service_unavailable(
+            f'node "{name}" reports no address: its kubelet has not registered it yet'
+        )
+    port = (status.get("daemonEndpoints") or {}).get("kubeletEndpoint", {}).get("Port")
+    return str(host), int(port or DEFAULT_PORT)
+
+
+class KubeletClient:
+    def __init__(self, auth: KubeletAuth, timeout: float = 10.0) -> None:
+        ctx = ssl.create_default_context(cafile=str(auth.ca_file) if auth.ca_file else None)
+        if auth.ca_file is None:
+            # Without --kubelet-certificate-authority the kubelet's certificate cannot be
+            # checked (kube-apiserver behaves the same way); the apiserver still proves
+            # itself with its client certificate.
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if auth.cert_file is not None and auth.key_file is not None:
+            ctx.load_cert_chain(auth.cert_file, auth.key_file)
+        self.timeout = timeout
+        self.pool = urllib3.PoolManager(maxsize=16, ssl_context=ctx)
+
+    def _get(
+        self, node: Object, path: str, stream: bool, read_timeout: float | None
+    ) -> urllib3.BaseHTTPResponse:
+        host, port = node_address(node)
+        url = f"https://{host}:{port}{path}"
+        name = node.get("metadata", {}).get("name", "")
+        try:
+            r = self.pool.request(
+                "GET",
+                url,
+                preload_content=not stream,
+                retries=False,
+                timeout=urllib3.Timeout(connect=self.timeout, read=read_timeout),
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise errors.service_unavailable(
+                f'the kubelet of node "{name}" at {host}:{port} is not reachable: {exc}'
+            ) from None
+        if r.status >= 400:
+            body = r.read(4096).decode(errors="replace").strip()
+            r.release_conn()
+            raise errors.StatusError(
+                502 if r.status >= 500 else r.status,
+                "BadGateway" if r.status >= 500 else "BadRequest",
+                f'the kubelet of node "{name}" answered {r.status}: {body}',
+            )
+        return r
+
+    def stream(self, node: Object, path: str, follow: bool) -> Iterator[bytes]:
+        """The kubelet's answer, chunk by chunk (a followed log never times out)."""
+        r = self._get(node, path, stream=True, read_timeout=None if follow else self.timeout)
+        try:
+            yield from r.stream(16 * 1024)
+        finally:
+            r.release_conn()
+
+    def get_json(self, node: Object, path: str) -> Object:
+        r = self._get(node, path, stream=False, read_timeout=self.timeout)
+        data: Object = r.json()
+        return data
+
+
+def log_path(pod: Object, args: dict[str, str]) -> tuple[str, bool]:
+    """The kubelet path for a pod's log request, and whether it follows."""
+    meta, spec = pod["metadata"], pod.get("spec", {})
+    containers = [c.get("name", "") for c in spec.get("containers") or []]
+    others = [
+        c.get("name", "")
+        for c in (spec.get("initContainers") or []) + (spec.get("ephemeralContainers") or [])
+    ]
+    container = args.get("container", "")
+    if not container:
+        if len(containers) != 1:
+            raise errors.bad_request(
+                f"a container name must be specified for pod {meta['name']}, choose one of: "
+                f"[{' '.join(containers)}]"
+                + (f" or one of the init containers: [{' '.join(others)}]" if others else "")
+            )
+        container = containers[0]
+    elif container not in containers + others:
+        raise errors.bad_request(f"container {container} is not valid for pod {meta['name']}")
+    query = {k: v for k, v in args.items() if k in LOG_PARAMS}
+    path = (
+        f"/containerLogs/{quote(meta.get('namespace', ''))}/{quote(meta['name'])}/"
+        f"{quote(container)}"
+    )
+    if query:
+        path += "?" + urlencode(query)
+    return path, args.get("follow") in ("true", "1")
+
+
+# -- metrics.k8s.io ----------------------------------------------------------------------
+
+
+def _cpu(stats: Object) -> str:
+    nanos = (stats.get("cpu") or {}).get("usageNanoCores")
+    return f"{int(nanos)}n" if nanos is not None else "0"
+
+
+def _memory(stats: Object) -> str:
+    working = (stats.get("memory") or {}).get("workingSetBytes")
+    return f"{int(working) // 1024}Ki" if working is not None else "0"
+
+
+def _stamp(summary_time: str | None) -> str:
+    return summary_time or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_metrics(node: Object, summary: Object) -> Object:
+    """A NodeMetrics from a kubelet's /stats/summary (as metrics-server reports it)."""
+    stats = summary.get("node") or {}
+    return {
+        "kind": "NodeMetrics",
+        "apiVersion": "metrics.k8s.io/v1beta1",
+        "metadata": {
+            "name": node["metadata"]["name"],
+            "labels": node["metadata"].get("labels") or {},
+            "creationTimestamp": _stamp(None),
+        },
+        "timestamp": _stamp((stats.get("cpu") or {}).get("time")),
+        "window": "10s",
+        "usage": {"cpu": _cpu(stats), "memory": _memory(stats)},
+    }
+
+
+def pod_metrics(summary: Object, namespace: str) -> list[Object]:
+    """PodMetrics for the pods of `namespace` ("" for all) in a node's /stats/summary."""
+    out = []
+    for pod in summary.get("pods") or []:
+        ref = pod.get("podRef") or {}
+        if namespace and ref.get("namespace") != namespace:
+            continue
+        out.append(
+            {
+                "kind": "PodMetrics",
+                "apiVersion": "metrics.k8s.io/v1beta1",
+                "metadata": {
+                    "name": ref.get("name", ""),
+                    "namespace": ref.get("namespace", ""),
+                    "creationTimestamp": _stamp(None),
+                },
+                "timestamp": _stamp(None),
+                "window": "10s",
+                "containers": [
+                    {"name": c.get("name", ""), "usage": {"cpu": _cpu(c), "memory": _memory(c)}}
+                    for c in pod.get("containers") or []
+                ],
+            }
+        )
+    return out

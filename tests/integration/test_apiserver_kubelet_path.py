@@ -1,0 +1,168 @@
+"""The live-data path with a stand-in kubelet: `kubectl logs`, `kubectl top` and the node
+proxy go from the apiserver to the node's kubelet over HTTPS, not to the store.
+
+The stand-in serves the kubelet's endpoints (`/containerLogs/...`, `/stats/summary`) on
+loopback with a certificate from the cluster CA, and records which client certificate
+the apiserver presented. The real kubelet (node-agent issue) serves the same paths.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubelab import pki
+from tests.integration.controlplane_fixture import Lab, lab, namespace
+
+__all__ = ["lab", "namespace"]  # pytest fixtures used below
+
+SUMMARY = {
+    "node": {
+        "nodeName": "worker-1",
+        "cpu": {"time": "2026-11-22T10:00:00Z", "usageNanoCores": 250_000_000},
+        "memory": {"workingSetBytes": 512 * 1024 * 1024},
+    },
+    "pods": [],
+}
+
+
+class FakeKubelet(ThreadingHTTPServer):
+    def __init__(self, pki_dir: Path, tmp: Path) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        ca = pki.load_pair(pki_dir, "ca")
+        serving = pki.issue(ca, "worker-1", server=True, ip_addresses=["127.0.0.1"])
+        crt, key = pki.write_pair(serving, tmp, "kubelet")
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(crt, key)
+        ctx.load_verify_locations(pki_dir / "ca.crt")
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        self.socket = ctx.wrap_socket(self.socket, server_side=True)
+        self.requests: list[tuple[str, str]] = []
+        self.pods: list[dict[str, Any]] = []
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeKubelet
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        peer = self.connection.getpeercert() or {}  # type: ignore[attr-defined]
+        subject = dict(x[0] for x in peer.get("subject", ()))
+        self.server.requests.append((self.path, str(subject.get("commonName", ""))))
+        if self.path.startswith("/containerLogs/"):
+            body = b"".join(f"line {i}\n".encode() for i in range(3))
+            self._send(body, "text/plain")
+        elif self.path == "/stats/summary":
+            self._send(
+                json.dumps({**SUMMARY, "pods": self.server.pods}).encode(), "application/json"
+            )
+        else:
+            self.send_error(404, "no such kubelet path")
+
+    def _send(self, body: bytes, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(scope="module")
+def kubelet(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeKubelet]:
+    server = FakeKubelet(lab.plane.pki, tmp_path_factory.mktemp("kubelet"))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "worker-1"},
+        "status": {
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": server.port}},
+        },
+    }
+    r = lab.api("POST", "/api/v1/nodes", json=node)
+    assert r.status_code in (201, 409), r.text
+    yield server
+    server.shutdown()
+    lab.api("DELETE", "/api/v1/nodes/worker-1")
+
+
+def _pod_on_worker(lab: Lab, namespace: str, name: str = "web") -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": "worker-1", "containers": [{"name": "app", "image": "busybox:1.36"}]},
+    }
+    r = lab.api("POST", f"/api/v1/namespaces/{namespace}/pods", json=pod)
+    assert r.status_code == 201, r.text
+
+
+def test_kubectl_logs_come_from_the_nodes_kubelet(
+    lab: Lab, namespace: str, kubelet: FakeKubelet
+) -> None:
+    _pod_on_worker(lab, namespace)
+    out = lab.kubectl("logs", "web", "-n", namespace, "--tail=3").stdout
+    assert out.splitlines() == ["line 0", "line 1", "line 2"]
+    path, client = kubelet.requests[-1]
+    assert path == f"/containerLogs/{namespace}/web/app?tailLines=3"
+    assert client == "kube-apiserver-kubelet-client"
+
+
+def test_logs_of_an_unscheduled_pod_or_unknown_container_are_clear_errors(
+    lab: Lab, namespace: str, kubelet: FakeKubelet
+) -> None:
+    r = lab.api(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/pods",
+        json={
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "pending"},
+            "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]},
+        },
+    )
+    assert r.status_code == 201
+    done = lab.kubectl("logs", "pending", "-n", namespace, check=False)
+    assert done.returncode == 1 and "not scheduled to a node" in done.stderr
+    _pod_on_worker(lab, namespace, "other")
+    done = lab.kubectl("logs", "other", "-c", "nope", "-n", namespace, check=False)
+    assert "container nope is not valid for pod other" in done.stderr
+
+
+def test_kubectl_top_and_the_node_proxy(lab: Lab, namespace: str, kubelet: FakeKubelet) -> None:
+    _pod_on_worker(lab, namespace, "busy")
+    kubelet.pods = [
+        {
+            "podRef": {"name": "busy", "namespace": namespace},
+            "containers": [
+                {
+                    "name": "app",
+                    "cpu": {"usageNanoCores": 5_000_000},
+                    "memory": {"workingSetBytes": 8 * 1024 * 1024},
+                }
+            ],
+        }
+    ]
+    nodes = lab.kubectl("top", "node", "worker-1").stdout.splitlines()
+    assert nodes[1].split()[:2] == ["worker-1", "250m"]
+    pods = lab.kubectl("top", "pod", "-n", namespace).stdout.splitlines()
+    assert pods[1].split() == ["busy", "5m", "8Mi"]
+    raw = json.loads(
+        lab.kubectl("get", "--raw", "/api/v1/nodes/worker-1/proxy/stats/summary").stdout
+    )
+    assert raw["node"]["nodeName"] == "worker-1"
