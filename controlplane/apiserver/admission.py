@@ -69,7 +69,12 @@ class Chain(Admission):
     )
 
     def __init__(
-        self, get: Get, list_objects: List, authorizer: Authorizer, plugins: tuple[str, ...] = ALL
+        self,
+        get: Get,
+        list_objects: List,
+        authorizer: Authorizer,
+        plugins: tuple[str, ...] = ALL,
+        live_get: Get | None = None,
     ) -> None:
         unknown = [p for p in plugins if p not in self.ALL]
         if unknown:
@@ -78,6 +83,12 @@ class Chain(Admission):
         self.list_objects = list_objects
         self.authorizer = authorizer
         self.plugins = plugins
+        self.live_get = live_get or get
+
+    def _lookup(self, plural: str, namespace: str, name: str) -> Object | None:
+        """From the cache, or from the store when the cache has not seen it yet: a
+        namespace or account created a moment ago must not make the next create fail."""
+        return self.get(plural, namespace, name) or self.live_get(plural, namespace, name)
 
     def admit(self, attrs: Attributes) -> None:
         if "NamespaceLifecycle" in self.plugins:
@@ -121,7 +132,7 @@ class Chain(Admission):
     def _namespace_lifecycle(self, attrs: Attributes) -> None:
         if attrs.operation != "CREATE" or not attrs.resource.namespaced or attrs.subresource:
             return
-        ns = self.get("namespaces", "", attrs.namespace)
+        ns = self._lookup("namespaces", "", attrs.namespace)
         if ns is None:
             raise errors.StatusError(
                 404,
@@ -144,7 +155,7 @@ class Chain(Admission):
         spec.pop("serviceAccount", None)
         if pod.get("metadata", {}).get("annotations", {}).get("kubernetes.io/config.mirror"):
             return  # mirror pods of static pods are the kubelet's, not the API's
-        if self.get("serviceaccounts", namespace, name) is None:
+        if self._lookup("serviceaccounts", namespace, name) is None:
             raise errors.StatusError(
                 403,
                 "Forbidden",

@@ -50,6 +50,18 @@ from .watchcache import Cacher
 
 log = logging.getLogger("kubelab.apiserver")
 Object = dict[str, Any]
+# Request headers an upgraded stream needs at the kubelet (the client's credentials stay
+# here: they are the apiserver's business, not the kubelet's).
+_UPGRADE_HEADERS = (
+    "connection",
+    "upgrade",
+    "sec-websocket-key",
+    "sec-websocket-version",
+    "sec-websocket-protocol",
+    "sec-websocket-extensions",
+    "x-stream-protocol-version",
+    "content-length",
+)
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -110,7 +122,13 @@ class APIServer:
             config.service_cluster_ip_range, config.service_node_port_range
         )
         self.authz = Authorizer(self.cached_list, self.cached, config.node_authorizer)
-        self.admission = Chain(self.cached, self.cached_list, self.authz, config.admission_plugins)
+        self.admission = Chain(
+            self.cached,
+            self.cached_list,
+            self.authz,
+            config.admission_plugins,
+            live_get=self.stored,
+        )
         self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
         # Resources served from another's objects (events.k8s.io/v1 Events).
         self.views = {
@@ -146,6 +164,11 @@ class APIServer:
     def cached(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         r = _resource(plural)
         return self.cacher.get(r, r.key(namespace, name))
+
+    def stored(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """Read through to the store (linearizable), for lookups the cache may lag on."""
+        r = _resource(plural)
+        return self.storage.get(r.key(namespace, name))
 
     def cached_list(self, plural: str, namespace: str) -> list[dict[str, Any]]:
         r = _resource(plural)
@@ -285,12 +308,8 @@ class APIServer:
     def kubelet_proxy(
         self, r: Resource, namespace: str, info: RequestInfo, user: UserInfo
     ) -> Response:
-        """The live-data path: pod logs and the node proxy, fetched from the kubelet (see
-        `kubelet`). Exec, attach and port-forward are protocol upgrades, not proxied yet."""
-        if info.verb != "get":
-            raise errors.method_not_allowed(
-                f"{r.plural}/{info.subresource} is only proxied for GET here"
-            )
+        """The live-data path: pod logs, exec, attach, port-forward and the node proxy,
+        from the node's kubelet (see `kubelet`)."""
         nodes = _resource("nodes")
         if r.kind == "Pod":
             pod = self.registry.get(r, namespace, info.name)
@@ -300,12 +319,14 @@ class APIServer:
                     f"pod {info.name} is not scheduled to a node yet; {info.subresource} needs "
                     "a running container"
                 )
-            if info.subresource != "log":
-                raise errors.service_unavailable(
-                    f"{info.subresource} is not proxied to kubelets yet (only log is)"
-                )
+            if info.subresource in ("exec", "attach", "portforward"):
+                return self._upgrade(r, pod, node_name, info, user)
+            if info.verb != "get":
+                raise errors.method_not_allowed(f"{r.plural}/{info.subresource} is read-only")
             path, follow = kubelet.log_path(pod, request.args.to_dict())
         else:
+            if info.verb != "get":
+                raise errors.method_not_allowed("the node proxy is only served for GET")
             node_name = info.name
             rest = request.full_path.split(f"/nodes/{info.name}/proxy", 1)[1]
             path, follow = "/" + rest.lstrip("/").rstrip("?"), False
@@ -314,6 +335,53 @@ class APIServer:
         return Response(
             body, mimetype="text/plain" if r.kind == "Pod" else None, direct_passthrough=True
         )
+
+    def _upgrade(
+        self, r: Resource, pod: Object, node_name: str, info: RequestInfo, user: UserInfo
+    ) -> Response:
+        """exec, attach, port-forward: tunnel the client's upgrade to the kubelet."""
+        # A WebSocket upgrade arrives as GET; it acts like a create, so it needs that right.
+        create = RequestInfo(
+            verb="create",
+            path=info.path,
+            is_resource=True,
+            group=r.group,
+            version=r.version,
+            namespace=info.namespace,
+            resource=r.plural,
+            subresource=info.subresource,
+            name=info.name,
+        )
+        if not self.authz.authorize(user, create).allowed:
+            raise errors.forbidden_request(
+                user.name, "create", r.plural, r.group, info.namespace, info.name, info.subresource
+            )
+        if "upgrade" not in request.headers.get("Connection", "").lower():
+            raise errors.bad_request(
+                f"{info.subresource} needs a connection upgrade (WebSocket or SPDY), as "
+                "kubectl sends it"
+            )
+        take_over = request.environ.get("kubelab.take_over")
+        if take_over is None:
+            raise errors.service_unavailable("this server cannot hand over connections")
+        path = kubelet.stream_path(
+            pod, info.subresource, request.query_string.decode(), request.args.to_dict()
+        )
+        node = self.registry.get(_resource("nodes"), "", node_name)
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() in _UPGRADE_HEADERS]
+        upgrade = request.environ.get("kubelab.upgrade")  # kept aside by the server
+        if upgrade:
+            headers.append(("Upgrade", upgrade))
+        log.info(
+            "apiserver: %s %s/%s for %s via the kubelet of %s",
+            info.subresource,
+            info.namespace,
+            info.name,
+            user.name,
+            node_name,
+        )
+        self.kubelets.tunnel(node, f"{request.method} {path} HTTP/1.1", headers, take_over)
+        return Response(b"", status=101)
 
     def resource_metrics(self, r: Resource, namespace: str, name: str) -> Object:
         """metrics.k8s.io, from every registered node's /stats/summary."""

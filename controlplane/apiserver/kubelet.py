@@ -13,15 +13,22 @@ checked against ``--kubelet-certificate-authority``).
 * ``metrics.k8s.io``     -> each node's ``/stats/summary``, summed into NodeMetrics and
   PodMetrics (``kubectl top``), as metrics-server does.
 
-Exec, attach and port-forward (protocol upgrades) are not proxied yet.
+* ``pods/<name>/exec|attach|portforward`` -> ``/exec|attach/<ns>/<pod>/<container>``,
+  ``/portForward/<ns>/<pod>``: protocol upgrades (WebSocket ``v5.channel.k8s.io`` from
+  kubectl 1.31+, or SPDY), tunnelled: the apiserver forwards the upgrade request, relays
+  the kubelet's 101 answer, then copies bytes both ways until either side closes. It
+  never parses the stream, so every protocol version the two ends agree on works.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
+import socket
 import ssl
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,6 +91,7 @@ class KubeletClient:
         if auth.cert_file is not None and auth.key_file is not None:
             ctx.load_cert_chain(auth.cert_file, auth.key_file)
         self.timeout = timeout
+        self.ssl = ctx
         self.pool = urllib3.PoolManager(maxsize=16, ssl_context=ctx)
 
     def _get(
@@ -122,14 +130,80 @@ class KubeletClient:
         finally:
             r.release_conn()
 
+    def tunnel(
+        self,
+        node: Object,
+        request_line: str,
+        headers: list[tuple[str, str]],
+        take_over: Callable[[], socket.socket],
+    ) -> None:
+        """Forward an upgrade request to the kubelet and, once it answers 101, take over
+        the client's connection and relay bytes both ways until either closes. Raises
+        StatusError (while the client can still get a normal answer) when the kubelet
+        refuses or is unreachable."""
+        host, port = node_address(node)
+        name = node.get("metadata", {}).get("name", "")
+        try:
+            raw = socket.create_connection((host, port), timeout=self.timeout)
+            upstream = self.ssl.wrap_socket(raw, server_hostname=host)
+        except OSError as exc:
+            raise errors.service_unavailable(
+                f'the kubelet of node "{name}" at {host}:{port} is not reachable: {exc}'
+            ) from None
+        head = [request_line, f"Host: {host}:{port}"]
+        head += [f"{k}: {v}" for k, v in headers if k.lower() != "host"]
+        upstream.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = upstream.recv(4096)
+            if not chunk:
+                upstream.close()
+                raise errors.StatusError(
+                    502, "BadGateway", f'the kubelet of node "{name}" closed the connection'
+                )
+            answer += chunk
+        status_line = answer.split(b"\r\n", 1)[0].decode("latin-1")
+        if " 101 " not in status_line + " ":
+            upstream.close()
+            raise errors.StatusError(
+                502,
+                "BadGateway",
+                f'the kubelet of node "{name}" refused the upgrade: {status_line}',
+            )
+        upstream.settimeout(None)
+        client = take_over()  # from here on the connection belongs to the stream
+        client.sendall(answer)
+        _relay(client, upstream)
+
     def get_json(self, node: Object, path: str) -> Object:
         r = self._get(node, path, stream=False, read_timeout=self.timeout)
         data: Object = r.json()
         return data
 
 
-def log_path(pod: Object, args: dict[str, str]) -> tuple[str, bool]:
-    """The kubelet path for a pod's log request, and whether it follows."""
+def _relay(client: socket.socket, upstream: socket.socket) -> None:
+    """Copy bytes both ways until one side closes (green threads under gevent)."""
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(64 * 1024):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
+    back.start()
+    pump(client, upstream)
+    back.join()
+    upstream.close()
+
+
+def container_of(pod: Object, args: dict[str, str]) -> str:
+    """The container a request names, or the pod's only one (Kubernetes' default)."""
     meta, spec = pod["metadata"], pod.get("spec", {})
     containers = [c.get("name", "") for c in spec.get("containers") or []]
     others = [
@@ -144,9 +218,26 @@ def log_path(pod: Object, args: dict[str, str]) -> tuple[str, bool]:
                 f"[{' '.join(containers)}]"
                 + (f" or one of the init containers: [{' '.join(others)}]" if others else "")
             )
-        container = containers[0]
-    elif container not in containers + others:
+        return str(containers[0])
+    if container not in containers + others:
         raise errors.bad_request(f"container {container} is not valid for pod {meta['name']}")
+    return container
+
+
+def stream_path(pod: Object, subresource: str, query: str, args: dict[str, str]) -> str:
+    """The kubelet path for exec, attach or port-forward of `pod`."""
+    meta = pod["metadata"]
+    ns, name = quote(meta.get("namespace", "")), quote(meta["name"])
+    if subresource == "portforward":
+        return f"/portForward/{ns}/{name}" + (f"?{query}" if query else "")
+    container = quote(container_of(pod, args))
+    return f"/{subresource}/{ns}/{name}/{container}" + (f"?{query}" if query else "")
+
+
+def log_path(pod: Object, args: dict[str, str]) -> tuple[str, bool]:
+    """The kubelet path for a pod's log request, and whether it follows."""
+    meta = pod["metadata"]
+    container = container_of(pod, args)
     query = {k: v for k, v in args.items() if k in LOG_PARAMS}
     path = (
         f"/containerLogs/{quote(meta.get('namespace', ''))}/{quote(meta['name'])}/"

@@ -57,7 +57,23 @@ class CertHandler(WSGIHandler):  # type: ignore[misc]
         environ: dict[str, Any] = super().get_environ()
         getpeercert = getattr(self.socket, "getpeercert", None)
         environ["kubelab.client_cert"] = getpeercert(binary_form=True) if getpeercert else None
+        # The live-data path takes over the connection for protocol upgrades (exec,
+        # port-forward): see `take_over`.
+        environ["kubelab.take_over"] = self.take_over
+        # Werkzeug routes a WebSocket request only to WebSocket rules; the apiserver's
+        # rules are plain HTTP (the upgrade is tunnelled, not served), so the header is
+        # kept aside for the tunnel.
+        upgrade = environ.pop("HTTP_UPGRADE", None)
+        if upgrade is not None:
+            environ["kubelab.upgrade"] = upgrade
         return environ
+
+    def take_over(self) -> Any:
+        """Hand the raw client connection to the app (an upgraded stream now owns it):
+        gevent must not write a response of its own, and closes it afterwards."""
+        self.headers_sent = True
+        self.close_connection = True
+        return self.socket
 
     def log_request(self) -> None:
         """Access logging is the audit log's job; keep the process log for events."""

@@ -8,6 +8,8 @@ the apiserver presented. The real kubelet (node-agent issue) serves the same pat
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import ssl
 import threading
@@ -15,6 +17,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -31,6 +34,22 @@ SUMMARY = {
     },
     "pods": [],
 }
+
+
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def _ws_frame(opcode: int, payload: bytes) -> bytes:
+    """An unmasked (server-to-client) WebSocket frame."""
+    head = bytes([0x80 | opcode])
+    n = len(payload)
+    if n < 126:
+        head += bytes([n])
+    elif n < 65536:
+        head += bytes([126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([127]) + n.to_bytes(8, "big")
+    return head + payload
 
 
 class FakeKubelet(ThreadingHTTPServer):
@@ -62,7 +81,12 @@ class _Handler(BaseHTTPRequestHandler):
         peer = self.connection.getpeercert() or {}  # type: ignore[attr-defined]
         subject = dict(x[0] for x in peer.get("subject", ()))
         self.server.requests.append((self.path, str(subject.get("commonName", ""))))
-        if self.path.startswith("/containerLogs/"):
+        if (
+            self.path.startswith("/exec/")
+            and self.headers.get("Upgrade", "").lower() == "websocket"
+        ):
+            self._exec_over_websocket()
+        elif self.path.startswith("/containerLogs/"):
             body = b"".join(f"line {i}\n".encode() for i in range(3))
             self._send(body, "text/plain")
         elif self.path == "/stats/summary":
@@ -71,6 +95,27 @@ class _Handler(BaseHTTPRequestHandler):
             )
         else:
             self.send_error(404, "no such kubelet path")
+
+    def _exec_over_websocket(self) -> None:
+        """Answer like a kubelet's exec with the v5.channel.k8s.io protocol: the command's
+        stdout on channel 1, then its status on channel 3, then close."""
+        key = self.headers["Sec-WebSocket-Key"]
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        offered = [p.strip() for p in self.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        assert "v5.channel.k8s.io" in offered, offered
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.send_header("Sec-WebSocket-Protocol", "v5.channel.k8s.io")
+        self.end_headers()
+        command = parse_qs(urlsplit(self.path).query).get("command", [])
+        status = json.dumps({"metadata": {}, "status": "Success"}).encode()
+        for frame in (b"\x01" + " ".join(command[1:]).encode() + b"\n", b"\x03" + status):
+            self.wfile.write(_ws_frame(0x2, frame))
+        self.wfile.write(_ws_frame(0x8, b"\x03\xe8"))  # close: normal
+        self.wfile.flush()
+        self.close_connection = True
 
     def _send(self, body: bytes, content_type: str) -> None:
         self.send_response(200)
@@ -166,3 +211,14 @@ def test_kubectl_top_and_the_node_proxy(lab: Lab, namespace: str, kubelet: FakeK
         lab.kubectl("get", "--raw", "/api/v1/nodes/worker-1/proxy/stats/summary").stdout
     )
     assert raw["node"]["nodeName"] == "worker-1"
+
+
+def test_kubectl_exec_is_tunnelled_to_the_kubelet(
+    lab: Lab, namespace: str, kubelet: FakeKubelet
+) -> None:
+    _pod_on_worker(lab, namespace, "shell")
+    done = lab.kubectl("exec", "shell", "-n", namespace, "--", "echo", "hello", "world")
+    assert done.stdout == "hello world\n"
+    path, client = kubelet.requests[-1]
+    assert path.startswith(f"/exec/{namespace}/shell/app?")
+    assert "command=echo" in path and client == "kube-apiserver-kubelet-client"
