@@ -321,9 +321,19 @@ class APIServer:
                 )
             if info.subresource in ("exec", "attach", "portforward"):
                 return self._upgrade(r, pod, node_name, info, user)
+            if info.subresource != "log":
+                raise errors.service_unavailable(
+                    f"{info.subresource} goes to the pod's own address, which needs the pod "
+                    "network; use kubectl port-forward meanwhile"
+                )
             if info.verb != "get":
                 raise errors.method_not_allowed(f"{r.plural}/{info.subresource} is read-only")
             path, follow = kubelet.log_path(pod, request.args.to_dict())
+        elif r.kind != "Node":
+            raise errors.service_unavailable(
+                f"{r.plural}/proxy goes to the service's endpoints, which needs the pod "
+                "network; use kubectl port-forward meanwhile"
+            )
         else:
             if info.verb != "get":
                 raise errors.method_not_allowed("the node proxy is only served for GET")
