@@ -518,6 +518,8 @@ class Registry:
         dry_run: bool = False,
     ) -> Object:
         media = content_type.split(";")[0].strip().lower()
+        if media == patch.APPLY_PATCH and not subresource:
+            return self._apply(r, namespace, name, body, user, dry_run)
         if media not in patch.PATCH_TYPES:
             raise errors.unsupported_media_type(content_type)
 
@@ -528,6 +530,36 @@ class Registry:
                 raise patch_error(exc) from None
 
         return self._write(r, namespace, name, patched, user, subresource, dry_run)
+
+    def _apply(
+        self, r: Resource, namespace: str, name: str, body: bytes, user: Any, dry_run: bool
+    ) -> Object:
+        """Server-side apply (``kubectl apply --server-side``), simplified: the applied
+        configuration creates the object, or is merged into it as a strategic merge patch
+        (a merge patch for kinds without patch metadata). Field ownership
+        (managedFields), conflicts and the removal of fields a manager stopped applying
+        are not tracked."""
+        config = decode_body(body, "application/yaml")
+        meta = config.get("metadata")
+        if not isinstance(meta, dict) or meta.get("name", name) != name:
+            raise errors.bad_request(
+                "the applied object must have metadata.name equal to the name in the URL"
+            )
+        self._check_type(r, config)
+        if self.storage.get(r.key(namespace, name)) is None:
+            return self.create(r, namespace, config, user, dry_run)
+
+        def applied(old: Object) -> Object:
+            try:
+                return patch.strategic_merge_patch(r.kind, old, config)
+            except patch.UnsupportedPatchError:
+                merged = patch.merge_patch(old, config)
+                assert isinstance(merged, dict)
+                return merged
+            except patch.PatchError as exc:
+                raise patch_error(exc) from None
+
+        return self._write(r, namespace, name, applied, user, "", dry_run)
 
     def update_with(
         self,

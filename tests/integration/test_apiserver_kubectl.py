@@ -273,3 +273,13 @@ def test_events_are_one_object_in_both_event_apis(lab: Lab, namespace: str) -> N
     assert "Pulled" in out and "image pulled" in out
     described = lab.kubectl("get", "events", "-n", namespace).stdout
     assert "Pulled" in described
+
+
+def test_server_side_apply_creates_then_merges(lab: Lab, namespace: str) -> None:
+    first = lab.kubectl("apply", "--server-side", "-n", namespace, "-f", "-", input=DEPLOYMENT)
+    assert first.stdout.strip() == "deployment.apps/web serverside-applied"
+    changed = DEPLOYMENT.replace("replicas: 2", "replicas: 4")
+    lab.kubectl("apply", "--server-side", "-n", namespace, "-f", "-", input=changed)
+    dep = lab.kubectl_json("get", "deploy", "web", "-n", namespace)
+    assert dep["spec"]["replicas"] == 4
+    assert [c["name"] for c in dep["spec"]["template"]["spec"]["containers"]] == ["nginx"]
