@@ -1,11 +1,19 @@
-"""A control plane on this machine: the store and an apiserver as local processes, with
-the cluster's PKI and an admin kubeconfig, the way kubeadm lays them out.
+"""A control plane on this machine: the store, an apiserver and the controller-manager as
+local processes, with the cluster's PKI and kubeconfigs, the way kubeadm lays them out.
 
     .lab/pki/           ca.crt/key (cluster CA), apiserver.crt/key, admin.crt/key,
+                        controller-manager.crt/key (CN=system:kube-controller-manager),
                         sa.key/sa.pub (service-account token signing)
     .lab/admin.conf     kubeconfig for the real kubectl (O=system:masters)
+    .lab/controller-manager.conf   the controller-manager's kubeconfig
     .lab/store/         the store's members (see `controlplane.store.localcluster`)
     .lab/apiserver.log  the apiserver's log; .lab/audit.log its audit log
+    .lab/controller-manager.log    the controller-manager's log
+    .lab/*.pid          the processes `make up` started, for `make down`
+
+The controller-manager starts once the apiserver is ready and stops first: it only talks
+to the apiserver, and stopped after it, it would spend its last seconds failing to renew
+its lease.
 
 `make up` uses it until the Docker lab lands; the integration tests and `bench/apiserver`
 start their own in a temporary directory. The apiserver can also be pointed at an existing
@@ -15,6 +23,7 @@ store (a real etcd, say) with `etcd_servers`.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import signal
@@ -44,7 +53,20 @@ class StartError(RuntimeError):
     """A process of the control plane did not come up; the message quotes its log."""
 
 
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+CONTROLLER_MANAGER_LEASE = (
+    "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
+)
+STOP_TIMEOUT = 15.0
+"""Seconds a process gets to exit after SIGTERM before it is killed."""
+
+
 class LocalControlPlane:
+    """The processes of a control plane in `directory` (module docstring).
+
+    `controller_manager=False` leaves the controller-manager out, for measuring the
+    apiserver alone."""
+
     def __init__(
         self,
         directory: Path,
@@ -53,6 +75,7 @@ class LocalControlPlane:
         etcd_servers: list[str] | None = None,
         port: int | None = None,
         extra_args: list[str] | None = None,
+        controller_manager: bool = True,
     ) -> None:
         self.dir = directory
         self.pki = directory / "pki"
@@ -60,7 +83,10 @@ class LocalControlPlane:
         self.store = None if etcd_servers else LocalCluster(directory / "store", size=store_members)
         self.etcd_servers = etcd_servers or [m.client_url for m in self.store.members]  # type: ignore[union-attr]
         self.extra_args = extra_args or []
+        self.with_controller_manager = controller_manager
         self.process: subprocess.Popen[bytes] | None = None
+        """The apiserver."""
+        self.controller_manager: subprocess.Popen[bytes] | None = None
 
     @property
     def server(self) -> str:
@@ -71,24 +97,49 @@ class LocalControlPlane:
         return self.dir / "admin.conf"
 
     @property
+    def controller_manager_kubeconfig(self) -> Path:
+        return self.dir / "controller-manager.conf"
+
+    @property
     def log_path(self) -> Path:
         return self.dir / "apiserver.log"
 
+    @property
+    def controller_manager_log(self) -> Path:
+        return self.dir / "controller-manager.log"
+
     def make_pki(self) -> None:
-        """The cluster CA, the apiserver's serving cert, the admin's client cert and the
-        service-account signing key (kept if they exist: re-running keeps the cluster)."""
+        """The cluster CA, the apiserver's serving cert, the client certs of the admin and
+        the controller-manager, and the service-account signing key (kept if they exist:
+        re-running keeps the cluster)."""
         if not (self.pki / "ca.crt").exists():
             self._new_pki()
+        ca = pki.load_pair(self.pki, "ca")
+        if not (self.pki / "controller-manager.crt").exists():
+            # Apart from _new_pki, so that a lab made before the controller-manager came
+            # along gets one too. The bootstrap RBAC policy binds this user to what the
+            # controllers need.
+            cert = pki.issue(ca, CONTROLLER_MANAGER_USER, client=True)
+            pki.write_pair(cert, self.pki, "controller-manager")
         # Rewritten every time: the port (and so the server URL) may have changed.
-        ca, admin = pki.load_pair(self.pki, "ca"), pki.load_pair(self.pki, "admin")
+        self._write_kubeconfig(self.kubeconfig, "kubernetes-admin", "admin", ca)
+        self._write_kubeconfig(
+            self.controller_manager_kubeconfig,
+            CONTROLLER_MANAGER_USER,
+            "controller-manager",
+            ca,
+        )
+
+    def _write_kubeconfig(self, path: Path, user: str, pair: str, ca: pki.CertKey) -> None:
+        client = pki.load_pair(self.pki, pair)
         write_kubeconfig(
-            self.kubeconfig,
+            path,
             cluster_name="kubelab",
             server=self.server,
             ca_data=ca.cert_pem(),
-            user_name="kubernetes-admin",
-            client_cert_data=admin.cert_pem(),
-            client_key_data=admin.key_pem(),
+            user_name=user,
+            client_cert_data=client.cert_pem(),
+            client_key_data=client.key_pem(),
         )
 
     def _new_pki(self) -> None:
@@ -171,16 +222,35 @@ class LocalControlPlane:
             *self.extra_args,
         ]
 
+    def controller_manager_command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "controlplane.controllers.manager",
+            "--kubeconfig",
+            str(self.controller_manager_kubeconfig),
+            "--root-ca-file",
+            str(self.pki / "ca.crt"),
+            "--leader-elect=true",
+        ]
+
     def start(self, timeout: float = 60.0, detach: bool = False) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.make_pki()
         if self.store is not None:
             self.store.start_all(detach=detach)
             self.store.wait_leader(timeout=timeout)
-        log_file = self.log_path.open("ab")
+        self.start_apiserver(timeout, detach)
+        if self.with_controller_manager:
+            self.start_controller_manager(timeout, detach)
+
+    def _spawn(
+        self, command: list[str], log_path: Path, pid_file: str, detach: bool
+    ) -> subprocess.Popen[bytes]:
+        log_file = log_path.open("ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.process = subprocess.Popen(
-            self.command(),
+        process = subprocess.Popen(
+            command,
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -188,8 +258,25 @@ class LocalControlPlane:
             start_new_session=detach,
         )
         log_file.close()
-        (self.dir / "apiserver.pid").write_text(str(self.process.pid))
+        (self.dir / pid_file).write_text(str(process.pid))
+        return process
+
+    def start_apiserver(self, timeout: float = 60.0, detach: bool = False) -> None:
+        """Start the apiserver (after `make_pki`) and wait until it is ready."""
+        self.process = self._spawn(self.command(), self.log_path, "apiserver.pid", detach)
         self.wait_ready(timeout)
+
+    def start_controller_manager(self, timeout: float = 60.0, detach: bool = False) -> None:
+        """Start the controller-manager (once the apiserver is ready) and wait until it
+        holds its lease, when its controllers start."""
+        started = datetime.datetime.now(datetime.UTC)
+        self.controller_manager = self._spawn(
+            self.controller_manager_command(),
+            self.controller_manager_log,
+            "controller-manager.pid",
+            detach,
+        )
+        self.wait_leading(started, timeout)
 
     def session(self) -> requests.Session:
         """An admin HTTP session (client certificate) for direct API calls."""
@@ -215,20 +302,62 @@ class LocalControlPlane:
             time.sleep(0.2)
         raise StartError(f"the apiserver was not ready within {timeout:.0f}s:\n" + self.log_tail())
 
-    def log_tail(self, lines: int = 25) -> str:
+    def wait_leading(self, since: datetime.datetime, timeout: float) -> None:
+        """Wait until the controller-manager's lease was renewed after `since` (a lease
+        left by an earlier, killed controller-manager is older)."""
+        deadline = time.monotonic() + timeout
+        s = self.session()
+        process = self.controller_manager
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise StartError(
+                    f"the controller-manager exited ({process.returncode}):\n"
+                    + self.log_tail(path=self.controller_manager_log)
+                )
+            try:
+                r = s.get(self.server + CONTROLLER_MANAGER_LEASE, timeout=2)
+            except requests.RequestException:
+                r = None
+            if r is not None and r.status_code == 200:
+                spec = r.json().get("spec") or {}
+                renewed = spec.get("renewTime")
+                if (
+                    spec.get("holderIdentity")
+                    and renewed
+                    and datetime.datetime.fromisoformat(renewed) >= since
+                ):
+                    return
+            time.sleep(0.2)
+        raise StartError(
+            f"the controller-manager did not take its lease within {timeout:.0f}s:\n"
+            + self.log_tail(path=self.controller_manager_log)
+        )
+
+    def log_tail(self, lines: int = 25, path: Path | None = None) -> str:
+        """The end of a process's log (default: the apiserver's)."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            text = (path or self.log_path).read_text(errors="replace")
         except OSError:
             return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    @staticmethod
+    def _terminate(process: subprocess.Popen[bytes] | None) -> None:
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def stop_controller_manager(self) -> None:
+        self._terminate(self.controller_manager)
 
     def stop_apiserver(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        """Stop the apiserver, and the controller-manager first."""
+        self.stop_controller_manager()
+        self._terminate(self.process)
 
     def stop(self) -> None:
         self.stop_apiserver()
@@ -245,18 +374,33 @@ def _store_endpoints(directory: Path) -> list[str]:
 
 
 def cmd_up(directory: Path, port: int) -> None:
-    pid_file = directory / "apiserver.pid"
     plane = LocalControlPlane(directory, etcd_servers=_store_endpoints(directory), port=port)
-    if pid_file.exists() and _alive(int(pid_file.read_text())):
+    apiserver_up = _alive_from(directory / "apiserver.pid")
+    controller_manager_up = _alive_from(directory / "controller-manager.pid")
+    if not (apiserver_up and controller_manager_up):
+        directory.mkdir(parents=True, exist_ok=True)
+        plane.make_pki()
+    if apiserver_up:
         print(f"==> apiserver already running at {plane.server}")
     else:
         print(f"==> starting the apiserver at {plane.server} (log: {plane.log_path})", flush=True)
         try:
-            plane.start(detach=True)
+            plane.start_apiserver(detach=True)
         except StartError as exc:
             plane.stop_apiserver()
             raise SystemExit(f"the apiserver did not come up: {exc}") from None
         print("==> apiserver ready")
+    if controller_manager_up:
+        print("==> controller-manager already running")
+    else:
+        log = plane.controller_manager_log
+        print(f"==> starting the controller-manager (log: {log})", flush=True)
+        try:
+            plane.start_controller_manager(detach=True)
+        except StartError as exc:
+            plane.stop_controller_manager()
+            raise SystemExit(f"the controller-manager did not come up: {exc}") from None
+        print("==> controller-manager running its controllers")
     print("\nUse the real kubectl (installed in the venv):")
     print(f"  export KUBECONFIG={plane.kubeconfig.resolve()}")
     print("  .venv/bin/kubectl get namespaces")
@@ -265,13 +409,28 @@ def cmd_up(directory: Path, port: int) -> None:
 
 
 def cmd_down(directory: Path) -> None:
-    pid_file = directory / "apiserver.pid"
-    if pid_file.exists():
-        pid = int(pid_file.read_text())
-        if _alive(pid):
-            os.kill(pid, signal.SIGTERM)
-            print(f"stopped the apiserver (pid {pid})")
-        pid_file.unlink()
+    # The controller-manager first, and to the end: it releases its lease on the way out,
+    # which it cannot do once the apiserver is gone.
+    _stop(directory / "controller-manager.pid", "the controller-manager")
+    _stop(directory / "apiserver.pid", "the apiserver")
+
+
+def _stop(pid_file: Path, what: str) -> None:
+    """SIGTERM the process `pid_file` names and wait for it to exit (or STOP_TIMEOUT)."""
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text())
+    if _alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        print(f"stopped {what} (pid {pid})")
+    pid_file.unlink()
+
+
+def _alive_from(pid_file: Path) -> bool:
+    return pid_file.exists() and _alive(int(pid_file.read_text()))
 
 
 def _alive(pid: int) -> bool:

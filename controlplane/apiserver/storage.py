@@ -74,8 +74,15 @@ def encode(obj: Object) -> bytes:
 
 
 def decode(kv: storeclient.KeyValue) -> Object:
-    obj: Object = json.loads(kv.value)
-    obj.setdefault("metadata", {})["resourceVersion"] = str(kv.mod_revision)
+    """The stored object, stamped with its resourceVersion; ValueError if the value is
+    not a JSON object."""
+    obj = json.loads(kv.value)
+    if not isinstance(obj, dict):
+        raise ValueError(f"{kv.key!r} does not hold a JSON object")
+    meta = obj.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        raise ValueError(f"{kv.key!r} has a metadata that is not an object")
+    meta["resourceVersion"] = str(kv.mod_revision)
     return obj
 
 
@@ -162,13 +169,24 @@ class Storage:
 
     def scan(self, prefix: str, page: int = 1000) -> tuple[list[tuple[str, Object]], int]:
         """Every (key, object) under `prefix` at one revision, read in pages (for the
-        watch cache's initial list), and that revision."""
+        watch cache's initial list), and that revision. Keys holding something other
+        than an API object (allocation markers under /registry/ranges/, or anything an
+        operator wrote by hand) are skipped with a warning, never fatal: a relist that
+        fails on one value would keep the apiserver from ever becoming ready."""
         out: list[tuple[str, Object]] = []
         start, end, revision = prefix.encode(), storeclient.prefix_end(prefix.encode()), 0
         while True:
             res = self.client.get(start, end, limit=page, revision=revision)
             revision = revision or res.header.revision
-            out.extend((kv.key.decode(), decode(kv)) for kv in res.kvs)
+            for kv in res.kvs:
+                try:
+                    obj = decode(kv)
+                except ValueError:
+                    obj = None
+                if isinstance(obj, dict):
+                    out.append((kv.key.decode(), obj))
+                elif not kv.key.startswith(b"/registry/ranges/"):
+                    log.warning("storage: %s holds no API object; skipping it", kv.key)
             if not res.more or not res.kvs:
                 return out, revision
             start = res.kvs[-1].key + b"\x00"

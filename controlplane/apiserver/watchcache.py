@@ -283,25 +283,34 @@ class Cacher:
                 revision = ev.kv.mod_revision
                 if cache is None:
                     continue
-                prev = decode(ev.prev_kv) if ev.prev_kv is not None else cache.objects.get(key)
-                if ev.type == "DELETE":
-                    if prev is None:
-                        continue
-                    gone = json.loads(json.dumps(prev))
-                    gone["metadata"]["resourceVersion"] = str(revision)
-                    cache.objects.pop(key, None)
-                    cache.record(Event(DELETED, key, gone, prev, revision))
-                else:
-                    obj = decode(ev.kv)
-                    cache.objects[key] = obj
-                    kind = ADDED if ev.kv.version == 1 or prev is None else MODIFIED
-                    cache.record(Event(kind, key, obj, prev, revision))
+                try:
+                    self._record(cache, key, ev, revision)
+                except ValueError as exc:
+                    # Not an API object (written by hand?): skip it rather than lose the
+                    # store watch over it forever.
+                    log.warning("watch cache: skipping %s at revision %d: %s", key, revision, exc)
             header_rev = frame.header.revision
             last = max((e.kv.mod_revision for e in frame.events), default=0)
             # A progress notification (no events) says the store is at header_rev and
             # nothing under the prefix changed in between.
             self.revision = max(self.revision, last if frame.events else header_rev)
             self._cond.notify_all()
+
+    @staticmethod
+    def _record(cache: ResourceCache, key: str, ev: storeclient.Event, revision: int) -> None:
+        prev = decode(ev.prev_kv) if ev.prev_kv is not None else cache.objects.get(key)
+        if ev.type == "DELETE":
+            if prev is None:
+                return
+            gone = json.loads(json.dumps(prev))
+            gone["metadata"]["resourceVersion"] = str(revision)
+            cache.objects.pop(key, None)
+            cache.record(Event(DELETED, key, gone, prev, revision))
+        else:
+            obj = decode(ev.kv)
+            cache.objects[key] = obj
+            kind = ADDED if ev.kv.version == 1 or prev is None else MODIFIED
+            cache.record(Event(kind, key, obj, prev, revision))
 
     def _owner(self, key: str) -> ResourceCache | None:
         for c in self._by_prefix:

@@ -322,6 +322,11 @@ class RestClient:
         self._rng = rng or random.Random()
         self._limiter = TokenBucket(qps, burst, clock) if qps is not None else None
         self._session = requests.Session()
+        # One connection per concurrent caller: a controller-manager's informers each
+        # hold a watch, beyond requests' default pool of 10 per host.
+        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=64)
+        self._session.mount("https://", adapter)
+        self._session.mount("http://", adapter)
         self._token_lock = threading.Lock()
         self._file_token: tuple[str, float] | None = None  # (token, when it was read)
         self._verify: str | bool = not config.insecure_skip_tls_verify

@@ -46,7 +46,9 @@ def test_kubectl_works_with_etcd_as_the_store(etcd_lab: Lab) -> None:
     cm = etcd_lab.kubectl_json("get", "configmap", "settings", "-n", ns)
     assert cm["data"] == {"mode": "safe"}
     listed = etcd_lab.kubectl_json("get", "configmaps", "-n", ns)
-    assert [i["metadata"]["name"] for i in listed["items"]] == ["settings"]
+    # Besides the cluster CA that the controller-manager publishes in every namespace.
+    names = [i["metadata"]["name"] for i in listed["items"]]
+    assert names == ["kube-root-ca.crt", "settings"]
 
 
 def test_watch_resumes_and_old_versions_get_410_after_compaction(etcd_lab: Lab) -> None:
@@ -75,3 +77,28 @@ def test_watch_resumes_and_old_versions_get_410_after_compaction(etcd_lab: Lab) 
     gone = etcd_lab.api("GET", f"{path}?limit=2&continue={token}")
     assert gone.status_code == 410
     assert gone.json()["reason"] == "Expired"
+
+
+def test_a_restarted_apiserver_finds_everything_again(etcd_lab: Lab) -> None:
+    ns = etcd_lab.new_namespace()
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "np"},
+        "spec": {"type": "NodePort", "ports": [{"port": 80}]},
+    }
+    created = etcd_lab.api("POST", f"/api/v1/namespaces/{ns}/services", json=svc).json()
+    etcd_lab.plane.stop_apiserver()
+    etcd_lab.plane.start_apiserver(timeout=60)  # relists a store holding allocation keys
+    again = etcd_lab.api("GET", f"/api/v1/namespaces/{ns}/services/np").json()
+    assert again["spec"]["clusterIP"] == created["spec"]["clusterIP"]
+    taken = {
+        **svc,
+        "metadata": {"name": "np2"},
+        "spec": {
+            **svc["spec"],
+            "ports": [{"port": 80, "nodePort": created["spec"]["ports"][0]["nodePort"]}],
+        },
+    }
+    r = etcd_lab.api("POST", f"/api/v1/namespaces/{ns}/services", json=taken)
+    assert r.status_code == 422 and "already allocated" in r.text

@@ -446,7 +446,8 @@ def _route(path: str) -> tuple[Resource, str, str, str]:
     else:
         group, version, rest = parts[1], parts[2], parts[3:]
     namespace = ""
-    if rest[0] == "namespaces" and len(rest) >= 3:
+    # namespaces/<ns>/<resource>..., unless <resource> is a subresource of the Namespace.
+    if rest[0] == "namespaces" and len(rest) >= 3 and lookup(group, version, rest[2]):
         namespace, rest = rest[1], rest[2:]
     resource = lookup(group, version, rest[0])
     if resource is None:

@@ -1,0 +1,12 @@
+"""The controller-manager (kube-controller-manager's role) and its controllers.
+
+`manager` is the process: flags, leader election, shared informers, the controllers'
+lifetime. `base` holds what every controller is made of (the worker loop over a work
+queue, the shared informers, the context a controller is built from). One module per
+controller, or per pair of closely related ones:
+
+* `garbagecollector`: ownerReferences; background, foreground and orphan deletion;
+* `namespace`: emptying and finalizing a namespace that is being deleted;
+* `serviceaccounts`: the `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap
+  in every namespace.
+"""

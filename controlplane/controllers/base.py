@@ -1,0 +1,246 @@
+"""What the controller-manager's controllers are made of: the `Controller` protocol, the
+workers that drain a work queue, the informers they share and the context each is built
+from. This is the shape client-go gives every controller of kube-controller-manager:
+
+    informer event --handler--> work queue --worker--> sync(key) --> API writes
+                                                         \\--> reads the informer caches
+
+* A handler only works out which key is affected and adds it to a queue; it runs on the
+  informer's single notification thread, so anything slower would hold up every other
+  notification.
+* A worker takes a key, reconciles it, and marks it done:
+  `key = queue.get(); try: sync(key) finally: queue.done(key)`. The queue never hands one
+  key to two workers at once, and a key added while it is being synced comes back once
+  the sync is done, so a change is never lost.
+* A failed sync is retried after the queue's per-key exponential back-off
+  (`add_rate_limited`); a successful one resets that back-off (`forget`). A sync that
+  waits for something no event will announce (the grace period of a pod) returns how
+  many seconds to wait, and the key comes back then.
+* Syncs are level driven: they reconcile the state the caches show now, whatever change
+  woke them, so merged or missed notifications cost latency, never correctness. They
+  never modify a cached object (it is shared with every other handler): a write starts
+  from a copy, or sends only what changes.
+* Workers start only once every informer has synced. Before that an object missing from
+  a cache may only not be listed yet, and a controller trusting that absence would
+  create duplicates or delete what it should keep.
+
+Informers are shared: `InformerFactory` makes one per resource, whichever controllers
+ask for it, so the namespace cache that four controllers read costs one list and one
+watch. Each controller gets its own REST client (`ControllerContext.client_for`) with its
+own rate limit and user agent, as kube-controller-manager gives each of its controllers
+its own: a controller polling a namespace that is stuck on a finalizer spends its own
+request budget, not the garbage collector's, and the apiserver's audit log shows which
+controller sent what.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable
+from typing import Generic, Protocol, TypeVar
+
+from kubelab.api.errors import StatusError
+from kubelab.api.resources import Resource
+from kubelab.client import (
+    ClientConfig,
+    RestClient,
+    ServerUnreachable,
+    SharedInformer,
+    ShutDown,
+    WorkQueue,
+)
+
+K = TypeVar("K", bound=Hashable)
+
+SyncResult = float | None
+"""What a sync returns: None when its key is reconciled, or the seconds after which to
+look at the key again because it is waiting for something that sends no event."""
+
+LOG_PREFIX = "kubelab.controllers"
+
+log = logging.getLogger(LOG_PREFIX)
+
+
+class SyncError(Exception):
+    """A sync failed for a reason its message tells in full (no traceback needed)."""
+
+
+def controller_logger(name: str) -> logging.Logger:
+    """The logger of the controller `name`: every line a controller logs names it."""
+    return logging.getLogger(f"{LOG_PREFIX}.{name}")
+
+
+class Controller(Protocol):
+    """A controller of the controller-manager: `name` is the one `--controllers` takes;
+    `run` blocks, reconciling with `workers` threads, until `stop` is set."""
+
+    @property
+    def name(self) -> str: ...
+
+    def run(self, workers: int, stop: threading.Event) -> None: ...
+
+
+class Workers(Generic[K]):
+    """Threads that feed the keys of one work queue to `sync`, following the loop of the
+    module docstring; `run` starts them and returns once they have all finished."""
+
+    def __init__(
+        self,
+        name: str,
+        queue: WorkQueue[K],
+        sync: Callable[[K], SyncResult],
+        logger: logging.Logger,
+    ) -> None:
+        self.name = name
+        self.queue = queue
+        self._sync = sync
+        self._log = logger
+
+    def run(self, count: int, stop: threading.Event) -> None:
+        """Work with `count` threads until `stop` is set, then shut the queue down and
+        wait for each worker to finish the key it holds."""
+        threads = [
+            threading.Thread(target=self._work, args=(stop,), name=f"{self.name}-{i}", daemon=True)
+            for i in range(count)
+        ]
+        for thread in threads:
+            thread.start()
+        stop.wait()
+        self.queue.shut_down()
+        for thread in threads:
+            thread.join()
+
+    def _work(self, stop: threading.Event) -> None:
+        while True:
+            try:
+                key = self.queue.get()
+            except ShutDown:
+                return
+            try:
+                # Once stopped (leadership lost), the keys still queued are the next
+                # leader's business: acting on them would make two controllers act.
+                if not stop.is_set():
+                    self._sync_one(key)
+            finally:
+                self.queue.done(key)
+
+    def _sync_one(self, key: K) -> None:
+        try:
+            wait = self._sync(key)
+        except StatusError as exc:
+            # 409: the cache was behind the apiserver; the retry reads a newer state.
+            level = logging.INFO if exc.code == 409 else logging.WARNING
+            self._retry(key, level, f"{exc} ({exc.code} {exc.reason})")
+        except (ServerUnreachable, SyncError) as exc:
+            self._retry(key, logging.WARNING, str(exc))
+        except Exception:
+            self._log.exception("syncing %s failed, will retry", key)
+            self.queue.add_rate_limited(key)
+        else:
+            self.queue.forget(key)
+            if wait is not None:
+                self.queue.add_after(key, wait)
+
+    def _retry(self, key: K, level: int, why: str) -> None:
+        failures = self.queue.num_requeues(key) + 1
+        self._log.log(level, "syncing %s failed (%d in a row), will retry: %s", key, failures, why)
+        self.queue.add_rate_limited(key)
+
+
+def run_workers(stop: threading.Event, count: int, *pools: Workers[K]) -> None:
+    """Run several worker pools of one controller side by side until `stop` is set."""
+    threads = [
+        threading.Thread(target=pool.run, args=(count, stop), name=pool.name, daemon=True)
+        for pool in pools
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+class InformerFactory:
+    """One `SharedInformer` per resource, shared by every controller that asks for it
+    (client-go's SharedInformerFactory). Controllers ask while they are built; `start`
+    then runs them all. Not thread-safe: build, then start, from one thread."""
+
+    def __init__(self, client: RestClient) -> None:
+        self._client = client
+        self._informers: dict[str, SharedInformer] = {}
+        self._threads: list[threading.Thread] = []
+
+    def __len__(self) -> int:
+        return len(self._informers)
+
+    def informer(self, resource: Resource) -> SharedInformer:
+        """The informer of `resource`, made on first request."""
+        informer = self._informers.get(resource.group_resource)
+        if informer is None:
+            informer = SharedInformer(self._client, resource)
+            self._informers[resource.group_resource] = informer
+        return informer
+
+    def start(self, stop: threading.Event) -> None:
+        """Run every informer until `stop` is set."""
+        self._threads = [informer.start(stop) for informer in self._informers.values()]
+
+    def wait_for_sync(self, stop: threading.Event, report_every: float = 10.0) -> bool:
+        """Block until every informer has listed its resource once; False if `stop` was
+        set first. Informers still waiting are logged every `report_every` seconds."""
+        pending = dict(self._informers)
+        waited = 0.0
+        while pending:
+            if stop.is_set():
+                return False
+            pending = {n: i for n, i in pending.items() if not i.wait_for_sync(0.1)}
+            waited += 0.1
+            if pending and waited >= report_every:
+                log.info("still waiting for the caches of %s", ", ".join(sorted(pending)))
+                waited = 0.0
+        return True
+
+    def join(self, timeout: float) -> None:
+        """Wait (at most `timeout` seconds in all) for stopped informers to finish."""
+        per_thread = timeout / max(1, len(self._threads))
+        for thread in self._threads:
+            thread.join(per_thread)
+
+
+class ControllerContext:
+    """What a controller is built from: the shared informers, a way to get a REST client
+    of its own, and the settings from the command line that concern it."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        informers: InformerFactory,
+        *,
+        root_ca: bytes,
+        qps: float | None,
+        burst: int,
+    ) -> None:
+        self.config = config
+        self.informers = informers
+        self.root_ca = root_ca
+        """The cluster CA in PEM (`--root-ca-file`), which pods use to verify the apiserver."""
+        self._qps = qps
+        self._burst = burst
+        self._clients: list[RestClient] = []
+
+    def client_for(self, controller: str) -> RestClient:
+        """A REST client for `controller` alone (see the module docstring)."""
+        client = RestClient(
+            self.config,
+            user_agent=f"kube-controller-manager/{controller}",
+            qps=self._qps,
+            burst=self._burst,
+        )
+        self._clients.append(client)
+        return client
+
+    def close(self) -> None:
+        """Close every client handed out."""
+        for client in self._clients:
+            client.close()
+        self._clients.clear()

@@ -1,0 +1,336 @@
+"""`python -m controlplane.controllers.manager`: kubelab's kube-controller-manager, the
+process that runs the cluster's controllers. Its flags are kube-controller-manager's:
+
+    --kubeconfig FILE              the apiserver, and who we are to it
+                                   (system:kube-controller-manager); default: as kubectl
+                                   finds one, then the pod's service account
+    --controllers LIST             '*' every controller, 'foo' on, '-foo' off; the first
+                                   mention of a name wins (default '*')
+    --leader-elect[=BOOL]          run the controllers only while holding the Lease
+                                   (default true)
+    --leader-elect-lease-duration, --leader-elect-renew-deadline,
+    --leader-elect-retry-period    15s, 10s, 2s
+    --leader-elect-resource-namespace, --leader-elect-resource-name
+                                   the Lease: kube-system/kube-controller-manager
+    --root-ca-file FILE            the CA published as kube-root-ca.crt (default: the CA
+                                   of the kubeconfig)
+    --concurrent-gc-syncs N        garbage collector workers (20)
+    --concurrent-namespace-syncs N namespace controller workers (10)
+    --kube-api-qps, --kube-api-burst
+                                   the rate limit of each controller's client (20, 30)
+    -v N                           4 and more: debug logs
+
+Controllers (`--controllers` also takes their older names in parentheses):
+garbage-collector-controller (garbagecollector), namespace-controller (namespace),
+serviceaccount-controller (serviceaccount) and root-ca-certificate-publisher-controller
+(root-ca-cert-publisher).
+
+Leadership. Several controller-managers may run for availability, but only the holder
+of the Lease kube-system/kube-controller-manager runs controllers: two garbage
+collectors or two namespace controllers acting on one cluster would race each other.
+A term of leadership goes: make the shared informers; build each enabled controller
+(it asks for informers and registers its handlers); start the informers; wait until
+every cache has synced; start the controllers' workers. When the term ends the workers
+finish the key they hold and stop.
+
+A departure: kube-controller-manager exits when it loses its lease, and counts on its
+supervisor (the kubelet running its static pod) to start it again. A local control
+plane has no supervisor, so this manager starts again in-process instead: once the
+lost term's workers have stopped, it campaigns anew, and a new term builds new
+informers and controllers, so nothing of the old one carries over. Workers that do not
+stop within `TERM_STOP_TIMEOUT` make it exit after all.
+
+SIGTERM or SIGINT ends the term, releases the Lease (a successor need not wait for it
+to expire) and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import signal
+import socket
+import sys
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from kubelab.client import (
+    ClientConfig,
+    KubeconfigError,
+    LeaderElector,
+    RestClient,
+    load_config,
+)
+
+from . import garbagecollector, namespace, serviceaccounts
+from .base import Controller, ControllerContext, InformerFactory
+
+log = logging.getLogger("kubelab.controller-manager")
+
+CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
+    garbagecollector.NAME: garbagecollector.GarbageCollector,
+    namespace.NAME: namespace.NamespaceController,
+    serviceaccounts.SERVICE_ACCOUNT_CONTROLLER: serviceaccounts.ServiceAccountsController,
+    serviceaccounts.ROOT_CA_PUBLISHER: serviceaccounts.RootCACertPublisher,
+}
+"""Every controller, by the name `--controllers` takes, in the order they are started."""
+
+ALIASES = {
+    "garbagecollector": garbagecollector.NAME,
+    "namespace": namespace.NAME,
+    "serviceaccount": serviceaccounts.SERVICE_ACCOUNT_CONTROLLER,
+    "root-ca-cert-publisher": serviceaccounts.ROOT_CA_PUBLISHER,
+}
+"""The names kube-controller-manager used before its controllers' names ended in
+"-controller"; it still accepts them."""
+
+TERM_STOP_TIMEOUT = 60.0
+"""Seconds a term's workers get to stop (a request in flight may take its timeout)."""
+
+
+def enabled_controllers(spec: str) -> list[str]:
+    """The controllers `--controllers` enables, e.g. "*,-namespace-controller"."""
+    wildcard = False
+    chosen: dict[str, bool] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        if item == "*":
+            wildcard = True
+            continue
+        enable = not item.startswith("-")
+        name = item if enable else item[1:]
+        name = ALIASES.get(name, name)
+        if name not in CONTROLLERS:
+            raise ValueError(
+                f"--controllers: {name!r} is not a known controller; known: "
+                + ", ".join(CONTROLLERS)
+            )
+        chosen.setdefault(name, enable)
+    return [name for name in CONTROLLERS if chosen.get(name, wildcard)]
+
+
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_SECONDS_PER = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """A duration as Go writes it ("15s", "1m30s", "500ms"), in seconds."""
+    if not _DURATION.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 15s or 1m30s")
+    return sum(float(n) * _SECONDS_PER[unit] for n, unit in _DURATION_PART.findall(text))
+
+
+def flag_bool(text: str) -> bool:
+    """A boolean flag's value, spelled as Go's flag package accepts it."""
+    if text in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if text in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="kube-controller-manager", description=(__doc__ or "").split("\n")[0]
+    )
+    p.add_argument("--kubeconfig", type=Path)
+    p.add_argument("--controllers", default="*")
+    p.add_argument("--leader-elect", type=flag_bool, nargs="?", const=True, default=True)
+    p.add_argument("--leader-elect-lease-duration", type=duration, default=15.0)
+    p.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0)
+    p.add_argument("--leader-elect-retry-period", type=duration, default=2.0)
+    p.add_argument("--leader-elect-resource-namespace", default="kube-system")
+    p.add_argument("--leader-elect-resource-name", default="kube-controller-manager")
+    p.add_argument("--root-ca-file", type=Path)
+    p.add_argument("--concurrent-gc-syncs", type=int, default=20)
+    p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
+    p.add_argument("--kube-api-qps", type=float, default=20.0)
+    p.add_argument("--kube-api-burst", type=int, default=30)
+    p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
+    return p.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the controllers are run with."""
+
+    controllers: tuple[str, ...]
+    root_ca: bytes
+    workers: dict[str, int]
+    """Workers per controller; 1 for those not listed."""
+    qps: float
+    burst: int
+
+
+class ControllerManager:
+    """Runs terms of leadership (module docstring) with the same configuration."""
+
+    def __init__(self, config: ClientConfig, options: Options) -> None:
+        self._config = config
+        self._options = options
+
+    def run(self, stop: threading.Event) -> None:
+        """One term: run the enabled controllers until `stop` is set."""
+        opts = self._options
+        informer_client = RestClient(
+            self._config,
+            user_agent="kube-controller-manager/shared-informers",
+            qps=opts.qps,
+            burst=opts.burst,
+        )
+        informers = InformerFactory(informer_client)
+        ctx = ControllerContext(
+            self._config, informers, root_ca=opts.root_ca, qps=opts.qps, burst=opts.burst
+        )
+        try:
+            controllers = [CONTROLLERS[name](ctx) for name in opts.controllers]
+            informers.start(stop)
+            log.info("waiting for the caches of %d resources to sync", len(informers))
+            if not informers.wait_for_sync(stop):
+                return
+            threads = []
+            for controller in controllers:
+                workers = opts.workers.get(controller.name, 1)
+                thread = threading.Thread(
+                    target=controller.run, args=(workers, stop), name=controller.name, daemon=True
+                )
+                thread.start()
+                threads.append(thread)
+                log.info("started %s (%d workers)", controller.name, workers)
+            for thread in threads:
+                thread.join()
+            log.info("controllers stopped")
+        finally:
+            informers.join(timeout=5.0)
+            ctx.close()
+            informer_client.close()
+
+
+class _Term:
+    """One campaign's callbacks: `over` is set when its controllers have stopped, `held`
+    when it had the lease (the elector calls on_stopped_leading only then)."""
+
+    def __init__(self, manager: ControllerManager) -> None:
+        self._manager = manager
+        self.held = threading.Event()
+        self.over = threading.Event()
+
+    def lead(self, leading: threading.Event) -> None:
+        try:
+            self._manager.run(leading)
+        finally:
+            self.over.set()
+
+
+def run_with_leader_election(
+    manager: ControllerManager,
+    config: ClientConfig,
+    args: argparse.Namespace,
+    stop: threading.Event,
+) -> int:
+    """Campaign, lead, and campaign again after a lost lease, until `stop` is set; the
+    exit status."""
+    identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+    lease = f"{args.leader_elect_resource_namespace}/{args.leader_elect_resource_name}"
+    # A client of its own, whose requests time out well within the renew deadline, and
+    # whose rate limit busy controllers cannot use up.
+    client = RestClient(
+        config,
+        user_agent="kube-controller-manager/leader-election",
+        timeout=args.leader_elect_renew_deadline / 4,
+        max_retries=0,
+    )
+    try:
+        while not stop.is_set():
+            term = _Term(manager)
+            elector = LeaderElector(
+                client,
+                name=args.leader_elect_resource_name,
+                namespace=args.leader_elect_resource_namespace,
+                identity=identity,
+                on_started_leading=term.lead,
+                on_stopped_leading=term.held.set,
+                lease_duration=args.leader_elect_lease_duration,
+                renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period,
+            )
+            log.info("campaigning for the lease %s as %s", lease, identity)
+            elector.run(stop)
+            if not term.held.is_set():
+                continue
+            if not term.over.wait(TERM_STOP_TIMEOUT):
+                log.error("the controllers did not stop within %gs; exiting", TERM_STOP_TIMEOUT)
+                return 1
+            if not stop.is_set():
+                log.warning("lost the lease %s; the controllers have stopped", lease)
+    finally:
+        client.close()
+    return 0
+
+
+def _root_ca(path: Path | None, config: ClientConfig) -> bytes:
+    """The CA to publish: `--root-ca-file`, else the one the kubeconfig trusts (as
+    kube-controller-manager falls back to its client configuration's CA)."""
+    if path is not None:
+        return path.read_bytes()
+    return config.ca_data or b""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.v >= 4 else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = load_config(args.kubeconfig)
+        controllers = tuple(enabled_controllers(args.controllers))
+        root_ca = _root_ca(args.root_ca_file, config)
+        if not root_ca and serviceaccounts.ROOT_CA_PUBLISHER in controllers:
+            raise ValueError(
+                f"{serviceaccounts.ROOT_CA_PUBLISHER} has no CA to publish: "
+                "--root-ca-file is empty or not given, and the kubeconfig has no CA"
+            )
+        options = Options(
+            controllers=controllers,
+            root_ca=root_ca,
+            workers={
+                garbagecollector.NAME: args.concurrent_gc_syncs,
+                namespace.NAME: args.concurrent_namespace_syncs,
+            },
+            qps=args.kube_api_qps,
+            burst=args.kube_api_burst,
+        )
+    except (KubeconfigError, ValueError) as exc:
+        log.error("%s", exc)
+        return 2
+    except OSError as exc:
+        log.error("cannot read %s: %s", exc.filename, exc.strerror)
+        return 2
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("%s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("controllers: %s; apiserver %s", ", ".join(options.controllers), config.server)
+    manager = ControllerManager(config, options)
+    if args.leader_elect:
+        status = run_with_leader_election(manager, config, args, stop)
+    else:
+        manager.run(stop)
+        status = 0
+    log.info("stopped")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The controller-manager process: kube-controller-manager's flags, and leadership: only
+the holder of the Lease runs controllers, and a successor takes over when it stops."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+import pytest
+
+from controlplane.controllers.manager import (
+    CONTROLLERS,
+    ControllerManager,
+    Options,
+    duration,
+    enabled_controllers,
+    flag_bool,
+    parse_args,
+    run_with_leader_election,
+)
+from controlplane.controllers.serviceaccounts import SERVICE_ACCOUNT_CONTROLLER
+from kubelab.client import ClientConfig, resource_for
+from tests.unit.client.conftest import eventually
+from tests.unit.controllers.conftest import FakeCluster, new_object
+
+NAMESPACES = resource_for("v1", "Namespace")
+SERVICE_ACCOUNTS = resource_for("v1", "ServiceAccount")
+LEASES = resource_for("coordination.k8s.io/v1", "Lease")
+
+
+def test_controllers_are_chosen_as_kube_controller_manager_chooses_them() -> None:
+    everything = list(CONTROLLERS)
+    assert enabled_controllers("*") == everything
+    assert enabled_controllers("") == []
+    assert enabled_controllers("*,-namespace-controller") == [
+        n for n in everything if n != "namespace-controller"
+    ]
+    assert enabled_controllers("garbagecollector, serviceaccount") == [
+        "garbage-collector-controller",
+        "serviceaccount-controller",
+    ], "the older names still work"
+    assert enabled_controllers("namespace,-namespace") == ["namespace-controller"], "first wins"
+    assert "namespace-controller" not in enabled_controllers("-namespace,*")
+    with pytest.raises(ValueError, match="'deployment' is not a known controller"):
+        enabled_controllers("*,deployment")
+
+
+def test_flags_are_spelled_as_go_spells_them() -> None:
+    assert duration("15s") == 15.0 and duration("1m30s") == 90.0 and duration("500ms") == 0.5
+    for bad in ("15", "s", "1x", "-1s"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            duration(bad)
+    assert flag_bool("true") and flag_bool("1") and not flag_bool("False")
+    with pytest.raises(argparse.ArgumentTypeError):
+        flag_bool("yes")
+    assert parse_args([]).leader_elect is True
+    assert parse_args(["--leader-elect"]).leader_elect is True
+    assert parse_args(["--leader-elect=false"]).leader_elect is False
+    args = parse_args(["--leader-elect-retry-period=100ms", "--concurrent-gc-syncs", "3"])
+    assert (args.leader_elect_retry_period, args.concurrent_gc_syncs) == (0.1, 3)
+
+
+def _holder(cluster: FakeCluster) -> str:
+    try:
+        lease = cluster.get(LEASES, "kube-system", "kube-controller-manager")
+    except Exception:
+        return ""
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def _lists(cluster: FakeCluster) -> int:
+    """The lists of service accounts: one per informer, so one per running term."""
+    return len([r for r in cluster.calls("GET", "/serviceaccounts") if "watch" not in r.query])
+
+
+def test_only_the_leader_runs_controllers_and_a_successor_takes_over(
+    cluster: FakeCluster,
+) -> None:
+    new_object(cluster, NAMESPACES, "a")
+    config = ClientConfig(server=cluster.url)
+    options = Options(
+        controllers=(SERVICE_ACCOUNT_CONTROLLER,),
+        root_ca=b"ca",
+        workers={},
+        qps=100.0,
+        burst=100,
+    )
+    args = parse_args(
+        [
+            "--leader-elect-lease-duration=1s",
+            "--leader-elect-renew-deadline=600ms",
+            "--leader-elect-retry-period=50ms",
+        ]
+    )
+    stops = [threading.Event(), threading.Event()]
+    statuses: list[int] = []
+    threads = [
+        threading.Thread(
+            target=lambda stop=stop: statuses.append(
+                run_with_leader_election(ControllerManager(config, options), config, args, stop)
+            ),
+            daemon=True,
+        )
+        for stop in stops
+    ]
+    threads[0].start()
+    eventually(lambda: cluster.exists(SERVICE_ACCOUNTS, "a", "default"))
+    first = _holder(cluster)
+    renewals = len(cluster.calls("GET", "/leases/"))
+    threads[1].start()  # it reads the lease at once, then every 50-110 ms
+    eventually(lambda: len(cluster.calls("GET", "/leases/")) >= renewals + 10)
+    assert _lists(cluster) == 1, "the candidate that does not lead runs nothing"
+
+    stops[0].set()
+    threads[0].join(10)
+    assert statuses == [0]
+    eventually(lambda: _holder(cluster) not in ("", first), timeout=0.9)  # released, not expired
+    eventually(lambda: _lists(cluster) == 2)
+    cluster.delete(SERVICE_ACCOUNTS, "a", "default")
+    eventually(lambda: cluster.exists(SERVICE_ACCOUNTS, "a", "default"))
+    stops[1].set()
+    threads[1].join(10)
+    assert statuses == [0, 0]
