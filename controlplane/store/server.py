@@ -57,6 +57,7 @@ from controlplane.store.service import (
     NOSPACE,
     StoreStateMachine,
     alarm_command,
+    attributes_command,
     mvcc_command,
     snapshot_file_bytes,
 )
@@ -191,6 +192,7 @@ class Store:
         self.progress_interval = progress_interval
         self.metrics = Metrics(self)
         self._lease_task: asyncio.Task[None] | None = None
+        self._publish_task: asyncio.Task[None] | None = None
         self.sm.mvcc.lease_listener = self._on_lease
         self.sm.on_restore = self._on_restore
         self.node.on_leader_change = self._on_leader_change
@@ -239,10 +241,28 @@ class Store:
         await self.node.start()
         self._on_restore()
         self._lease_task = asyncio.create_task(self._expire_leases())
+        self._publish_task = asyncio.create_task(self._publish())
+
+    async def _publish(self) -> None:
+        """Publish this member's name and client URLs through Raft once a leader accepts
+        them (retrying meanwhile), unless the state already holds them."""
+        config = self.node.config
+        mine = (config.name, list(config.client_urls))
+        command = attributes_command(self.node.id, *mine)
+        while self.sm.attributes.get(self.node.id) != mine:
+            if not self.node.leader:  # no proposal until there is a leader to take it
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                await self.node.propose(command)
+                log.info("store: published %s's client URLs %s", config.name, ",".join(mine[1]))
+            except (ProposalDroppedError, StoreTimeoutError):
+                await asyncio.sleep(0.5)
 
     async def stop(self) -> None:
-        if self._lease_task is not None:
-            self._lease_task.cancel()
+        for task in (self._lease_task, self._publish_task):
+            if task is not None:
+                task.cancel()
         self.hub.close()
         await self.node.stop()
 
@@ -518,7 +538,10 @@ class Store:
         out = []
         for mid, (host, port) in sorted(st.members.items()):
             m: dict[str, Any] = {"ID": str(mid), "peerURLs": [f"https://{host}:{port}"]}
-            if mid == self.node.id:
+            published = self.sm.attributes.get(mid)
+            if published is not None:
+                m["name"], m["clientURLs"] = published[0], list(published[1])
+            elif mid == self.node.id:
                 m["name"] = self.node.config.name
                 m["clientURLs"] = list(self.node.config.client_urls)
             if mid in st.learners:

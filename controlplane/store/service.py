@@ -65,6 +65,13 @@ def mvcc_command(req: mvcc.Request) -> bytes:
     return data
 
 
+def attributes_command(member_id: int, name: str, client_urls: list[str]) -> bytes:
+    """A member's name and client URLs, published through Raft when it starts (etcd's
+    `publish`), so every member can list them: `endpoint status --cluster` needs them."""
+    data: bytes = msgpack.packb(["attributes", [member_id, name, client_urls], False])
+    return data
+
+
 def alarm_command(activate: bool, alarm: str = NOSPACE) -> bytes:
     data: bytes = msgpack.packb(["alarm", [activate, alarm], False])
     return data
@@ -81,6 +88,8 @@ class StoreStateMachine:
         self.mvcc = mvcc.MVCCStore(min_lease_ttl=min_lease_ttl)
         self.quota_bytes = quota_bytes
         self.alarms: set[str] = set()
+        # Member id -> (name, client URLs), as the members published them.
+        self.attributes: dict[int, tuple[str, list[str]]] = {}
         # Called after a snapshot replaced the whole state (the lessor resets from it).
         self.on_restore: Callable[[], None] | None = None
 
@@ -89,6 +98,10 @@ class StoreStateMachine:
             kind, payload, grows = msgpack.unpackb(command, raw=False)
         except (ValueError, TypeError) as exc:
             raise mvcc.CorruptDataError(f"undecodable entry at index {index}: {exc}") from exc
+        if kind == "attributes":
+            member_id, name, client_urls = payload
+            self.attributes[int(member_id)] = (str(name), [str(u) for u in client_urls])
+            return None
         if kind == "alarm":
             # Answered as etcd's AlarmResponse: the alarm changed, which an activation
             # always names and a deactivation only if the alarm was raised.
@@ -114,17 +127,21 @@ class StoreStateMachine:
         return result
 
     def snapshot(self) -> bytes:
-        data: bytes = msgpack.packb([self.mvcc.snapshot(), sorted(self.alarms)])
+        attributes = [[mid, name, urls] for mid, (name, urls) in sorted(self.attributes.items())]
+        data: bytes = msgpack.packb([self.mvcc.snapshot(), sorted(self.alarms), attributes])
         return data
 
     def restore(self, data: bytes) -> None:
         if not data:
             self.mvcc.restore(mvcc.MVCCStore().snapshot())
             self.alarms = set()
+            self.attributes = {}
         else:
-            store_data, alarms = msgpack.unpackb(data, raw=False)
+            # Snapshots from before members published attributes have two parts.
+            store_data, alarms, *rest = msgpack.unpackb(data, raw=False)
             self.mvcc.restore(store_data)
             self.alarms = set(alarms)
+            self.attributes = {int(m): (str(n), list(u)) for m, n, u in (rest[0] if rest else [])}
         if self.on_restore is not None:
             self.on_restore()
 

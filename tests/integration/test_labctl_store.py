@@ -17,11 +17,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from controlplane.store.localcluster import LocalCluster
 from kubelab.cli import labctl
 from kubelab.cli.labctl import main
 from kubelab.storeclient import StoreClient
@@ -295,6 +297,34 @@ def test_endpoint_status_of_a_three_member_cluster(
         assert len({row[1] for row in rows}) == 3  # three member IDs
     finally:
         cluster.stop()
+
+
+def test_endpoint_status_cluster_finds_every_kubelab_member(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kubelab's members publish their client URLs through Raft, as etcd's do, so
+    `--cluster` can find all three from one endpoint."""
+    cluster = LocalCluster(tmp_path / "kubelab", 3)
+    cluster.start_all()
+    try:
+        cluster.wait_leader()
+        endpoints = sorted(m.client_url for m in cluster.members)
+        first = cluster.members[0].client_url
+        with StoreClient([first]) as client:
+            for _ in range(100):  # members publish once a leader accepts their proposal
+                listed = client.member_list().raw.get("members", [])
+                if sorted(u for m in listed for u in m.get("clientURLs", [])) == endpoints:
+                    break
+                time.sleep(0.1)
+        capsys.readouterr()
+        assert main(["store", "--endpoints", first, "endpoint", "status", "--cluster"]) == 0
+        rows = [line.split(", ") for line in capsys.readouterr().out.splitlines()]
+        assert sorted(row[0] for row in rows) == endpoints
+        assert [row[4] for row in rows].count("true") == 1
+        names = {m["name"] for m in listed}
+        assert names == {m.name for m in cluster.members}
+    finally:
+        cluster.stop_all()
 
 
 # -- membership and endpoints ------------------------------------------------------------
