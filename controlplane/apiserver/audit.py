@@ -1,13 +1,15 @@
 """The audit log: one JSON line per request (level Metadata, stage ResponseComplete), in
 the shape of Kubernetes' ``audit.k8s.io/v1`` Event, so "who did what, when, and what was
-the answer" can be followed with grep or jq. Writes are serialized by a lock; an
-apiserver without ``--audit-log-path`` keeps no log."""
+the answer" can be followed with grep or jq. Writes are serialized by a lock and
+buffered: flushed by the first request a second or more after the last flush, and on
+shutdown, like Kubernetes' batching audit backend; an apiserver without ``--audit-log-path`` keeps no log."""
 
 from __future__ import annotations
 
 import datetime
 import json
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -19,9 +21,12 @@ class AuditLog:
     def __init__(self, path: Path | None) -> None:
         self._lock = threading.Lock()
         self._file: IO[str] | None = None
+        self._flushed = time.monotonic()
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("a", buffering=1)
+            # Block-buffered and flushed at least every second (see `record`): a write
+            # per request was a measurable share of the apiserver's CPU.
+            self._file = path.open("a", buffering=64 * 1024)
 
     def record(
         self,
@@ -63,6 +68,10 @@ class AuditLog:
         line = json.dumps(event, separators=(",", ":"))
         with self._lock:
             self._file.write(line + "\n")
+            tick = time.monotonic()
+            if tick - self._flushed >= 1.0:
+                self._file.flush()
+                self._flushed = tick
 
     def close(self) -> None:
         if self._file is not None:

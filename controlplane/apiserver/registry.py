@@ -48,6 +48,7 @@ from .storage import (
     ListResult,
     Object,
     RevisionConflict,
+    RevisionReader,
     Storage,
 )
 from .watchcache import (
@@ -313,6 +314,8 @@ class Registry:
     ) -> None:
         self.storage = storage
         self.cacher = cacher
+        # Consistent reads from the cache share their store round trips.
+        self.revisions = RevisionReader(storage.current_revision)
         self.admission = admission or Admission()
         # Keys a write must also create / release in the same transaction (a Service's
         # cluster IP and node ports); see `services`.
@@ -321,12 +324,19 @@ class Registry:
     # -- reads ---------------------------------------------------------------------------
 
     def get(self, r: Resource, namespace: str, name: str, resource_version: str = "") -> Object:
-        key = r.key(namespace, name)
-        obj: Object | None
-        if resource_version == "0":
-            obj = self.cacher.get(r, key)
-        else:
-            obj = self._store_call(lambda: self.storage.get(key))
+        """One object from the watch cache: at once with resourceVersion "0", else once
+        the cache has caught up with the store's current revision (consistent, like a
+        quorum read) or with the given one (not older than it)."""
+        if resource_version == "":
+            self._wait_fresh(self._store_call(self.revisions.current))
+        elif resource_version != "0":
+            if not resource_version.isdigit():
+                raise errors.bad_request(
+                    f'resourceVersion: Invalid value: "{resource_version}": must be an '
+                    "unsigned integer"
+                )
+            self._wait_fresh(int(resource_version))
+        obj = self.cacher.get(r, r.key(namespace, name))
         if obj is None:
             raise errors.not_found(r.plural, name, r.group)
         return obj
@@ -358,7 +368,7 @@ class Registry:
             wanted = (
                 int(opts.resource_version)
                 if opts.resource_version
-                else self._store_call(self.storage.current_revision)
+                else self._store_call(self.revisions.current)
             )
             self._wait_fresh(wanted)
         items, revision = self.cacher.list_objects(r, prefix, matches)
@@ -393,7 +403,7 @@ class Registry:
             since = int(opts.resource_version)
             self._wait_fresh(since)
         elif opts.resource_version == "":
-            self._wait_fresh(self._store_call(self.storage.current_revision))
+            self._wait_fresh(self._store_call(self.revisions.current))
         try:
             watcher, first, revision = self.cacher.watch(r, prefix, matches, since)
         except TooOldResourceVersion as exc:
@@ -437,10 +447,11 @@ class Registry:
         self._validate(r, obj, None)
         self.admission.validate(attrs)
         key = r.key(namespace, name)
-        unallocated = copy.deepcopy(obj)
+        # Randomly picked addresses (a Service's cluster IP) may collide: pick again from
+        # the object as it was before allocation (only a Service's allocation changes it).
+        unallocated = copy.deepcopy(obj) if r.kind == "Service" else obj
         for attempt in range(5):
-            # Randomly picked addresses (a Service's cluster IP) may collide: pick again.
-            candidate = copy.deepcopy(unallocated)
+            candidate = copy.deepcopy(unallocated) if unallocated is not obj else obj
             attrs.object = candidate
             acquire, _ = self.allocator(attrs) if self.allocator else ([], [])
             if dry_run:

@@ -347,6 +347,7 @@ class Cacher:
 
     def get(self, resource: Resource, key: str) -> Object | None:
         with self._cond:
+            self._check_ready()
             return self.cache_for(resource).objects.get(key)
 
     def watch(
