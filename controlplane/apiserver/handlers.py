@@ -224,10 +224,28 @@ def _token(server: APIServer, ns: str, name: str, request_body: Object) -> Respo
         )
     bound = None
     ref = spec.get("boundObjectRef") or {}
-    if ref.get("kind") == "Pod":
+    if not isinstance(ref, dict):
+        raise errors.bad_request("spec.boundObjectRef must be an object")
+    if ref:
+        if ref.get("kind") != "Pod":
+            raise errors.invalid_object(
+                "TokenRequest",
+                name,
+                [errors.not_supported("spec.boundObjectRef.kind", ref.get("kind"), ["Pod"])],
+                "authentication.k8s.io",
+            )
         pods = lookup("", "v1", "pods")
         assert pods is not None
         pod = server.registry.get(pods, ns, str(ref.get("name", "")))
+        if ref.get("uid") and ref["uid"] != pod["metadata"]["uid"]:
+            raise errors.conflict(
+                "pods",
+                pod["metadata"]["name"],
+                why=(
+                    f"the uid in boundObjectRef ({ref['uid']}) is not the pod's "
+                    f"({pod['metadata']['uid']})"
+                ),
+            )
         bound = (pod["metadata"]["name"], pod["metadata"]["uid"])
     token, exp = server.issuer.issue(
         ns,
