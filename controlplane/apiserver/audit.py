@@ -2,7 +2,8 @@
 the shape of Kubernetes' ``audit.k8s.io/v1`` Event, so "who did what, when, and what was
 the answer" can be followed with grep or jq. Writes are serialized by a lock and
 buffered: flushed by the first request a second or more after the last flush, and on
-shutdown, like Kubernetes' batching audit backend; an apiserver without ``--audit-log-path`` keeps no log."""
+shutdown, like Kubernetes' batching audit backend. An apiserver without
+``--audit-log-path`` keeps no log."""
 
 from __future__ import annotations
 
