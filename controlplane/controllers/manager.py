@@ -40,8 +40,9 @@ lost term's workers have stopped, it campaigns anew, and a new term builds new
 informers and controllers, so nothing of the old one carries over. Workers that do not
 stop within `TERM_STOP_TIMEOUT` make it exit after all.
 
-SIGTERM or SIGINT ends the term, releases the Lease (a successor need not wait for it
-to expire) and exits.
+SIGTERM or SIGINT ends the term and, once its workers have stopped, releases the Lease
+(a successor need not wait for it to expire) and exits. If running the controllers
+fails, the term ends too (the Lease is released) and the manager exits with status 1.
 """
 
 from __future__ import annotations
@@ -213,16 +214,22 @@ class ControllerManager:
 
 class _Term:
     """One campaign's callbacks: `over` is set when its controllers have stopped, `held`
-    when it had the lease (the elector calls on_stopped_leading only then)."""
+    when it had the lease (the elector calls on_stopped_leading only then), `failed` if
+    the controllers could not be run. The elector ends the term, and releases the lease,
+    only once `lead` has returned."""
 
     def __init__(self, manager: ControllerManager) -> None:
         self._manager = manager
         self.held = threading.Event()
         self.over = threading.Event()
+        self.failed = False
 
     def lead(self, leading: threading.Event) -> None:
         try:
             self._manager.run(leading)
+        except Exception:
+            self.failed = True
+            raise
         finally:
             self.over.set()
 
@@ -258,6 +265,7 @@ def run_with_leader_election(
                 lease_duration=args.leader_elect_lease_duration,
                 renew_deadline=args.leader_elect_renew_deadline,
                 retry_period=args.leader_elect_retry_period,
+                stop_timeout=TERM_STOP_TIMEOUT,
             )
             log.info("campaigning for the lease %s as %s", lease, identity)
             elector.run(stop)
@@ -265,6 +273,9 @@ def run_with_leader_election(
                 continue
             if not term.over.wait(TERM_STOP_TIMEOUT):
                 log.error("the controllers did not stop within %gs; exiting", TERM_STOP_TIMEOUT)
+                return 1
+            if term.failed:
+                log.error("the controllers failed; exiting")
                 return 1
             if not stop.is_set():
                 log.warning("lost the lease %s; the controllers have stopped", lease)

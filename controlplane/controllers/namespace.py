@@ -25,7 +25,12 @@ Were the namespace removed meanwhile, those objects would stay in the store in a
 namespace that does not exist, where nobody lists them any more, and a namespace
 created later under the same name would find them. So the controller looks again, at
 half the longest grace period of the pods left plus a second (Kubernetes' estimate),
-until the content is really gone. Only a failure backs off exponentially.
+but not sooner than `FINALIZER_ESTIMATE` (15 s) while objects wait for finalizers,
+whose holders may take long, nor than `CONTENT_RECHECK` (5 s) otherwise, until the
+content is really gone. Only a failure backs off exponentially. The controller's own
+status writes come back as updates of the namespace; those, like any update of a
+namespace it plans to look at again, do not bring the next look forward: the handlers
+queue the namespace for when its recheck is due.
 
 Each resource that is namespaced, stored, and can be listed and deleted by collection
 (`kubelab.api.resources.RESOURCES`) is emptied, once: a resource served from another's
@@ -65,6 +70,13 @@ PODS = resource_for("v1", "Pod")
 CONTENT_FAILURE = "NamespaceDeletionContentFailure"
 CONTENT_REMAINING = "NamespaceContentRemaining"
 FINALIZERS_REMAINING = "NamespaceFinalizersRemaining"
+
+FINALIZER_ESTIMATE = 15.0
+"""Seconds before looking again at content held by finalizers (Kubernetes'
+finalizerEstimateSeconds)."""
+
+CONTENT_RECHECK = 5.0
+"""The least number of seconds before looking again at content that is still there."""
 
 log = controller_logger(NAME)
 
@@ -115,8 +127,10 @@ class Leftovers:
         return not self.objects and not self.failures
 
     def recheck_after(self) -> float:
-        """When to look again: halfway through the longest grace period, plus a second."""
-        return self.grace_seconds / 2 + 1
+        """When to look again: halfway through the longest grace period, plus a second,
+        but not sooner than the floor of the module docstring."""
+        floor = FINALIZER_ESTIMATE if self.finalizers else CONTENT_RECHECK
+        return max(floor, self.grace_seconds / 2 + 1)
 
 
 def _condition(
@@ -184,6 +198,10 @@ class NamespaceController:
         self._clock = clock
         self._content = content_resources()
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
+        # When (clock time) each namespace is to be looked at again, while a look is
+        # planned: the handlers queue it for then, not sooner.
+        self._lock = threading.Lock()
+        self._recheck_at: dict[str, float] = {}
         self._namespaces = ctx.informers.informer(NAMESPACES)
         self._namespaces.add_event_handler(
             on_add=self._enqueue_if_deleted,
@@ -196,9 +214,29 @@ class NamespaceController:
     def _enqueue_if_deleted(self, namespace: Object) -> None:
         meta = namespace.get("metadata") or {}
         if meta.get("deletionTimestamp"):
-            self.queue.add(str(meta["name"]))
+            name = str(meta["name"])
+            with self._lock:
+                due = self._recheck_at.get(name)
+            self.queue.add_after(name, 0.0 if due is None else due - self._clock.now())
+
+    def _plan(self, name: str, wait: float | None) -> None:
+        """Note that `name` is to be looked at again in `wait` seconds (None: no look
+        is planned)."""
+        with self._lock:
+            if wait is None:
+                self._recheck_at.pop(name, None)
+            else:
+                self._recheck_at[name] = self._clock.now() + wait
 
     def sync(self, name: str) -> SyncResult:
+        """Look at the namespace `name`; when to look again (None: no need). A failure
+        keeps the planned look, and the work queue's back-off decides the retry."""
+        wait = self._sync(name)
+        if wait is None:
+            self._plan(name, None)
+        return wait
+
+    def _sync(self, name: str) -> SyncResult:
         cached = self._namespaces.indexer.get(name)
         if cached is None or not (cached.get("metadata") or {}).get("deletionTimestamp"):
             return None
@@ -212,11 +250,13 @@ class NamespaceController:
         if FINALIZER not in ((namespace.get("spec") or {}).get("finalizers") or []):
             return None
         leftovers = self.delete_content(name)
+        # Planned before the status write, whose update event would queue it again.
+        wait = None if leftovers.empty else leftovers.recheck_after()
+        self._plan(name, wait if wait is not None else CONTENT_RECHECK)
         namespace = self._set_conditions(namespace, leftovers)
         if leftovers.failures:
             raise SyncError(f"namespace {name}: " + "; ".join(leftovers.failures))
-        if not leftovers.empty:
-            wait = leftovers.recheck_after()
+        if wait is not None:
             log.info(
                 "namespace %s: waiting for %s; looking again in %gs",
                 name,

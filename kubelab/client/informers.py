@@ -155,36 +155,48 @@ class Indexer:
     def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
         """Add indexes; objects already cached are indexed at once."""
         with self._lock:
-            for name, func in indexers.items():
+            for name in indexers:
                 if name in self._indexers:
                     raise ValueError(f"index {name!r} exists already")
-                self._indexers[name] = func
-                self._indices[name] = {}
+            # Every value first: an index function that raises adds no index.
+            indices: dict[str, dict[str, set[str]]] = {}
+            for name, func in indexers.items():
+                index = indices[name] = {}
                 for key, obj in self._items.items():
-                    self._index(name, key, None, obj)
+                    for value in func(obj):
+                        index.setdefault(value, set()).add(key)
+            self._indexers.update(indexers)
+            self._indices.update(indices)
 
-    def _index(self, name: str, key: str, old: Object | None, new: Object | None) -> None:
-        index, func = self._indices[name], self._indexers[name]
-        for value in func(old) if old is not None else ():
-            keys = index.get(value)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del index[value]
-        for value in func(new) if new is not None else ():
-            index.setdefault(value, set()).add(key)
+    def _values(self, obj: Object | None) -> dict[str, builtins.list[str]]:
+        """The values each index files `obj` under (none for None)."""
+        if obj is None:
+            return {name: [] for name in self._indexers}
+        return {name: builtins.list(func(obj)) for name, func in self._indexers.items()}
 
     def _set(self, key: str, new: Object | None) -> Object | None:
-        """Store `new` under `key` (None: remove it); return what was there."""
-        old = self._items.pop(key, None)
-        if new is not None:
+        """Store `new` under `key` (None: remove it); return what was there. The index
+        values are computed first: if an index function raises, nothing changes."""
+        old = self._items.get(key)
+        old_values, new_values = self._values(old), self._values(new)
+        if new is None:
+            self._items.pop(key, None)
+        else:
             self._items[key] = new
-        for name in self._indexers:
-            self._index(name, key, old, new)
+        for name, index in self._indices.items():
+            for value in old_values[name]:
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+            for value in new_values[name]:
+                index.setdefault(value, set()).add(key)
         return old
 
     def add(self, obj: Object) -> Object | None:
-        """Cache `obj`, replacing the object with the same key; return the one replaced."""
+        """Cache `obj`, replacing the object with the same key; return the one replaced.
+        Raises (changing nothing) if `obj` has no key or an index function fails on it."""
         with self._lock:
             return self._set(object_key(obj), obj)
 
@@ -198,13 +210,29 @@ class Indexer:
             return self._set(object_key(obj), None)
 
     def replace(self, objects: builtins.list[Object], resource_version: str = "") -> None:
-        """Make the cache hold exactly `objects` (a fresh list from the apiserver)."""
+        """Make the cache hold exactly `objects` (a fresh list from the apiserver). An
+        object that has no key, or that an index function fails on, is left out (logged)."""
+        items: dict[str, Object] = {}
+        indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
         with self._lock:
-            self._items = {object_key(o): o for o in objects}
-            self._indices = {name: {} for name in self._indexers}
-            for key, obj in self._items.items():
-                for name in self._indexers:
-                    self._index(name, key, None, obj)
+            for obj in objects:
+                try:
+                    key = object_key(obj)
+                    values = self._values(obj)
+                except Exception:
+                    log.exception("cannot cache %r", (obj.get("metadata") or {}).get("name"))
+                    continue
+                if key in items:  # a duplicate: the later one wins
+                    for name, old_values in self._values(items[key]).items():
+                        for value in old_values:
+                            indices[name][value].discard(key)
+                            if not indices[name][value]:
+                                del indices[name][value]
+                items[key] = obj
+                for name, index_values in values.items():
+                    for value in index_values:
+                        indices[name].setdefault(value, set()).add(key)
+            self._items, self._indices = items, indices
 
     def get(self, key: str) -> Object | None:
         with self._lock:
@@ -565,7 +593,11 @@ class SharedInformer:
             if self._deltas.closed:
                 break
             if delta is not None:
-                self._apply(delta)
+                try:
+                    self._apply(delta)
+                except Exception:
+                    # One object the cache cannot hold must not stop the informer.
+                    log.exception("%s: cannot apply a %s", self._reflector.name, delta.kind)
             elif period is not None:
                 self._resync()
                 next_resync = self._clock.now() + period
@@ -604,7 +636,12 @@ class SharedInformer:
                 before = {object_key(o): o for o in self.indexer.list()}
                 self.indexer.replace(list(delta.objects))
                 for obj in delta.objects:
-                    self._notify_upsert(before.pop(object_key(obj), None), obj)
+                    try:
+                        key = object_key(obj)
+                    except ValueError:
+                        continue
+                    if self.indexer.get(key) is obj:  # not left out
+                        self._notify_upsert(before.pop(key, None), obj)
                 for key, last in before.items():
                     self._notify_delete(DeletedFinalStateUnknown(key, last))
                 self._synced.set()

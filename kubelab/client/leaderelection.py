@@ -21,14 +21,25 @@ the lease is expired when it has not changed for leaseDurationSeconds since then
 safe because a candidate that saw the record later than it was written only waits longer.
 
 The loop (`run`): try every `retry_period` (with jitter) until the lease is ours; then
-call `on_started_leading` in a new thread, and renew every `retry_period`. If renewals
-keep failing for `renew_deadline`, leadership is lost: the event passed to
-`on_started_leading` is set, then `on_stopped_leading` is called, and the work must stop.
+call `on_started_leading` in a new thread, and renew every `retry_period`. The renew
+deadline counts from the start of the last successful renewal (a holder may have written
+the renewTime any time after that), and is checked before each attempt: a failed
+attempt is retried after `min(retry_period, time left)`, no attempt starts once the
+deadline has passed, and a renewal that only succeeds after it counts as lost too. When
+the deadline passes, leadership is lost: the event passed to `on_started_leading` is
+set, then `on_stopped_leading` is called, and the work must stop.
 Timings must keep two leaders from overlapping: the leader gives up at most
-`retry_period + renew_deadline` after its last renewal (12 s by default), the others
-take over `lease_duration` after they saw that renewal (15 s). When stopped
-deliberately, the leader releases the lease (empties holderIdentity) so that a successor
-need not wait for it to expire.
+`renew_deadline` after its last successful renewal (10 s by default), the others take
+over `lease_duration` after they saw that renewal (15 s); the margin is for the work to
+notice the event and stop.
+
+A term also ends when `stop` is set or when `on_started_leading` returns (or raises):
+nothing would be done with the lease. Then the event is set, and the elector keeps
+renewing until `on_started_leading` has returned (at most `stop_timeout`), so that no
+successor starts while the term's work still runs; then it releases the lease (empties
+holderIdentity, if `release_on_cancel`) so that a successor need not wait for it to
+expire. Work that does not stop within `stop_timeout` is left behind: the lease is not
+released, and expires.
 
 The defaults are client-go's: lease 15 s, renew deadline 10 s, retry period 2 s. The REST
 client used must time out well within the renew deadline.
@@ -68,8 +79,9 @@ class LeaderElector:
     """Campaigns for the Lease `namespace/name` as `identity`; see the module docstring.
 
     `on_started_leading(leading)` runs in its own thread once the lease is ours;
-    `leading` is set when leadership ends. `on_stopped_leading()` is called after that,
-    in the elector's thread. `on_new_leader(identity)` is called whenever the observed
+    `leading` is set when leadership ends, and the term ends when it returns.
+    `on_stopped_leading()` is called after that (and after the release, if any), in the
+    elector's thread. `on_new_leader(identity)` is called whenever the observed
     holder changes (including to us).
     """
 
@@ -87,6 +99,7 @@ class LeaderElector:
         renew_deadline: float = RENEW_DEADLINE,
         retry_period: float = RETRY_PERIOD,
         release_on_cancel: bool = True,
+        stop_timeout: float | None = None,
         clock: Clock = REAL_CLOCK,
         rng: random.Random | None = None,
     ) -> None:
@@ -109,6 +122,7 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.release_on_cancel = release_on_cancel
+        self.stop_timeout = stop_timeout
         self._clock = clock
         self._rng = rng or random.Random()
         # The Lease as last read or written, and when (our clock) its spec last changed.
@@ -191,53 +205,103 @@ class LeaderElector:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
         except ServerUnreachable as exc:
             log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+        except Exception:
+            # A malformed answer or Lease: a failed attempt like any other.
+            log.exception("lease %s/%s: attempt failed", self.namespace, self.name)
         return False
 
     def run(self, stop: threading.Event) -> None:
-        """Campaign, lead, and return when leadership is lost or `stop` is set."""
-        if not self._acquire(stop):
+        """Campaign, lead, and return when the term is over: leadership lost, `stop` set,
+        or `on_started_leading` returned."""
+        renewed = self._acquire(stop)
+        if renewed is None:
             return
-        leading = threading.Event()
+        leading, done = threading.Event(), threading.Event()
+
+        def lead() -> None:
+            try:
+                self._on_started_leading(leading)
+            except Exception:
+                log.exception("leading %s/%s failed", self.namespace, self.name)
+            finally:
+                done.set()
+
         threading.Thread(
-            target=self._on_started_leading,
-            args=(leading,),
-            name=f"leading {self.namespace}/{self.name}",
-            daemon=True,
+            target=lead, name=f"leading {self.namespace}/{self.name}", daemon=True
         ).start()
         try:
-            self._renew(stop)
+            renewed = self._renew(renewed, stop, done)
+            leading.set()
+            if renewed is not None and not done.is_set():
+                # Keep the lease while the work stops: no successor may start before.
+                give_up = None
+                if self.stop_timeout is not None:
+                    give_up = self._clock.now() + self.stop_timeout
+                renewed = self._renew(renewed, done, None, give_up)
+            if renewed is not None and done.is_set() and self.release_on_cancel:
+                self._release()
+            elif renewed is not None and not done.is_set():
+                log.error(
+                    "the work of lease %s/%s did not stop within %gs; not releasing it",
+                    self.namespace,
+                    self.name,
+                    self.stop_timeout,
+                )
         finally:
             leading.set()
-            if stop.is_set() and self.release_on_cancel:
-                self._release()
             self._on_stopped_leading()
 
-    def _acquire(self, stop: threading.Event) -> bool:
+    def _acquire(self, stop: threading.Event) -> float | None:
+        """Try until the lease is ours; when the successful attempt started (None: stopped)."""
         while not stop.is_set():
+            started = self._clock.now()
             if self.try_acquire_or_renew():
                 log.info("acquired lease %s/%s as %s", self.namespace, self.name, self.identity)
-                return True
+                return started
             wait = self.retry_period * (1 + self._rng.random() * JITTER_FACTOR)
             if self._clock.sleep(wait, stop):
                 break
-        return False
+        return None
 
-    def _renew(self, stop: threading.Event) -> None:
-        """Renew every retry period until stopped, or until renewing has failed for the
-        renew deadline."""
-        while not self._clock.sleep(self.retry_period, stop):
-            deadline = self._clock.now() + self.renew_deadline
-            while not self.try_acquire_or_renew():
-                if self._clock.sleep(self.retry_period, stop):
-                    return
-                if self._clock.now() >= deadline:
-                    log.warning(
-                        "could not renew lease %s/%s within %gs: leadership lost",
-                        self.namespace,
-                        self.name,
-                        self.renew_deadline,
-                    )
-                    return
+    def _renew(
+        self,
+        renewed: float,
+        until: threading.Event,
+        also: threading.Event | None,
+        give_up: float | None = None,
+    ) -> float | None:
+        """Renew every retry period until `until` or `also` is set or the clock reaches
+        `give_up`; when the last successful renewal started, or None if leadership was
+        lost (renewing failed for the renew deadline since then)."""
+        while True:
+            deadline = renewed + self.renew_deadline
+            now = self._clock.now()
+            if now >= deadline:
+                break
+            if self._clock.sleep(min(self.retry_period, deadline - now), until):
+                return renewed
+            if (also is not None and also.is_set()) or (
+                give_up is not None and self._clock.now() >= give_up
+            ):
+                return renewed
+            started = self._clock.now()
+            if started >= deadline:
+                break
+            if not self.try_acquire_or_renew():
+                continue
+            if self._clock.now() >= deadline:
+                log.warning(
+                    "lease %s/%s renewed only after the renew deadline", self.namespace, self.name
+                )
+                break
+            renewed = started
+        log.warning(
+            "could not renew lease %s/%s within %gs: leadership lost",
+            self.namespace,
+            self.name,
+            self.renew_deadline,
+        )
+        return None
 
     def _release(self) -> None:
         """Hand the lease back, so that a successor need not wait for it to expire."""
@@ -254,5 +318,5 @@ class LeaderElector:
         }
         try:
             self._observe(self._client.update(LEASES, released))
-        except (StatusError, ServerUnreachable) as exc:
+        except Exception as exc:
             log.warning("could not release lease %s/%s: %s", self.namespace, self.name, exc)

@@ -91,6 +91,45 @@ def test_an_index_added_later_covers_the_cached_objects() -> None:
         cache.by_index("nope", "x")
 
 
+def picky_index(obj: Object) -> list[str]:
+    """Pods by node, failing on pods labelled poison=yes: a faulty index function."""
+    if (obj["metadata"].get("labels") or {}).get("poison"):
+        raise KeyError("poison")
+    return node_name_index(obj)
+
+
+def poisoned(name: str, node: str | None = None) -> Object:
+    obj = pod(name, node=node, rv="2")
+    obj["metadata"]["labels"] = {"poison": "yes"}
+    return obj
+
+
+def test_an_index_function_that_raises_leaves_the_cache_as_it_was() -> None:
+    cache = Indexer({NODE_NAME_INDEX: picky_index})
+    cache.add(pod("a", node="n1"))
+    with pytest.raises(KeyError):
+        cache.update(poisoned("a", node="n2"))
+    with pytest.raises(KeyError):
+        cache.add(poisoned("b", node="n2"))
+    assert cache.keys() == ["default/a"] and cache.get("default/a") == pod("a", node="n1")
+    assert names(cache.by_index(NODE_NAME_INDEX, "n1")) == ["a"]
+    assert cache.by_index(NODE_NAME_INDEX, "n2") == []
+    cache.delete(pod("a"))
+    assert len(cache) == 0 and cache.by_index(NODE_NAME_INDEX, "n1") == []
+
+    cache.replace([pod("x", node="n1"), poisoned("y", node="n1"), {"metadata": {}}])
+    assert cache.keys() == ["default/x"], "what cannot be cached is left out"
+    assert names(cache.by_index(NODE_NAME_INDEX, "n1")) == ["x"]
+
+    plain = Indexer()
+    plain.add(poisoned("p"))  # cached while no index minds it ...
+    with pytest.raises(KeyError):  # ... so an index that fails on it is not added
+        plain.add_indexers({"picky": picky_index})
+    with pytest.raises(ValueError, match="no index named 'picky'"):
+        plain.by_index("picky", "n1")
+    plain.add_indexers({"picky": node_name_index})
+
+
 # -- reflector ---------------------------------------------------------------------------
 
 
@@ -338,6 +377,23 @@ def test_a_failing_handler_does_not_stop_the_others(
     api.create(PODS, pod("a"), "default")
     api.create(PODS, pod("b"), "default")
     eventually(lambda: [e[1] for e in rec.events] == ["a", "b"])
+
+
+def test_an_object_the_cache_cannot_hold_does_not_stop_the_informer(
+    api: FakeApiServer, stop: threading.Event
+) -> None:
+    api.create(PODS, poisoned("listed", node="n1"), "default")
+    api.create(PODS, pod("a", node="n1"), "default")
+    inf = informer(api, indexers={NODE_NAME_INDEX: picky_index})
+    rec = Recorder(inf).register()
+    inf.start(stop)
+    assert inf.wait_for_sync(5), "the list syncs, without the object it cannot index"
+    assert rec.events == [("add", "a", None)]
+    api.create(PODS, poisoned("watched", node="n1"), "default")
+    relabel(api, "a", "1")
+    api.create(PODS, pod("b", node="n1"), "default")
+    eventually(lambda: [e[1] for e in rec.events] == ["a", "a", "b"])
+    assert names(inf.indexer.by_index(NODE_NAME_INDEX, "n1")) == ["a", "b"]
 
 
 def test_the_informers_indexes_answer_by_node(api: FakeApiServer, stop: threading.Event) -> None:

@@ -12,8 +12,8 @@ import pytest
 from kubelab.client.clock import REAL_CLOCK, Clock, FakeClock
 from kubelab.client.kubeconfig import ClientConfig
 from kubelab.client.leaderelection import LEASES, LeaderElector
-from kubelab.client.rest import Object, RestClient
-from tests.unit.client.conftest import FAST_BACKOFF, eventually
+from kubelab.client.rest import Object, RestClient, ServerUnreachable
+from tests.unit.client.conftest import FAST_BACKOFF, AutoClock, eventually
 from tests.unit.client.fakeapi import FakeApiServer
 
 
@@ -30,6 +30,36 @@ class InterleavingClient(RestClient):
         return super().update(resource, body)
 
 
+class ScriptedClient(RestClient):
+    """A client whose reads follow a script of (seconds the read takes on `clock`, what
+    it does: "ok", "fail" or an exception to raise); once the script is used up, reads
+    fail at once."""
+
+    def __init__(self, api: FakeApiServer, clock: FakeClock, script: list[Any]) -> None:
+        super().__init__(ClientConfig(server=api.url), qps=None, max_retries=0)
+        self.clock = clock
+        self.script = list(script)
+
+    def get(self, resource: Any, name: str, namespace: str = "") -> Object:
+        seconds, action = self.script.pop(0) if self.script else (0.0, "fail")
+        self.clock.step(seconds)
+        if isinstance(action, Exception):
+            raise action
+        if action == "fail":
+            raise ServerUnreachable("scripted failure")
+        return super().get(resource, name, namespace)
+
+
+def working(log: list[str]) -> Callable[[threading.Event], None]:
+    """An on_started_leading that works until leadership ends."""
+
+    def lead(leading: threading.Event) -> None:
+        log.append("started")
+        leading.wait()
+
+    return lead
+
+
 def candidate(
     api: FakeApiServer,
     identity: str,
@@ -41,7 +71,7 @@ def candidate(
     """An elector, and the log of its callbacks."""
     log: list[str] = []
     client = client or RestClient(ClientConfig(server=api.url), qps=None, backoff=FAST_BACKOFF)
-    kwargs.setdefault("on_started_leading", lambda leading: log.append("started"))
+    kwargs.setdefault("on_started_leading", working(log))
     elector = LeaderElector(
         client,
         name="kube-scheduler",
@@ -132,7 +162,13 @@ def test_a_stopped_leader_releases_the_lease_for_a_quick_successor(api: FakeApiS
     timing: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.05}
     a, a_log = candidate(api, "a", REAL_CLOCK, **timing)
     leading_event: list[threading.Event] = []
-    b, b_log = candidate(api, "b", REAL_CLOCK, on_started_leading=leading_event.append, **timing)
+    b, b_log = candidate(
+        api,
+        "b",
+        REAL_CLOCK,
+        on_started_leading=lambda e: (leading_event.append(e), e.wait()),
+        **timing,
+    )
     stop_a, stop_b = threading.Event(), threading.Event()
     a_thread = threading.Thread(target=a.run, args=(stop_a,))
     a_thread.start()
@@ -157,7 +193,9 @@ def test_a_stopped_leader_releases_the_lease_for_a_quick_successor(api: FakeApiS
 def test_a_leader_that_cannot_renew_stops_leading(api: FakeApiServer) -> None:
     timing: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.3, "retry_period": 0.05}
     leading: list[threading.Event] = []
-    a, log = candidate(api, "a", REAL_CLOCK, on_started_leading=leading.append, **timing)
+    a, log = candidate(
+        api, "a", REAL_CLOCK, on_started_leading=lambda e: (leading.append(e), e.wait()), **timing
+    )
     stop = threading.Event()
     thread = threading.Thread(target=a.run, args=(stop,))
     thread.start()
@@ -169,6 +207,119 @@ def test_a_leader_that_cannot_renew_stops_leading(api: FakeApiServer) -> None:
     assert leading[0].is_set() and log[-1] == "stopped"
     api.faults.clear()
     assert lease_spec(api)["holderIdentity"] == "a", "not released: it was lost, not given"
+
+
+def _run_scripted(api: FakeApiServer, script: list[Any]) -> tuple[float, list[float]]:
+    """Run a leader (lease 15 s, renew deadline 10 s, retry 2 s) whose reads follow
+    `script`; when (clock time) it stopped leading, and its sleeps."""
+    clock = AutoClock()
+    client = ScriptedClient(api, clock, script)
+    stopped_at: list[float] = []
+    a, log = candidate(api, "a", clock, client=client)
+    a._on_stopped_leading = lambda: stopped_at.append(clock.now())
+    thread = threading.Thread(target=a.run, args=(threading.Event(),), daemon=True)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive() and log == ["leader=a", "started"]
+    return stopped_at[0], clock.slept
+
+
+def test_the_renew_deadline_counts_the_time_failed_attempts_take(api: FakeApiServer) -> None:
+    # Acquired at t=0; each failed renewal takes 3 s (a timeout): 2 -> 5, 7 -> 10.
+    stopped_at, slept = _run_scripted(api, [(0, "ok"), (3, "fail"), (3, "fail"), (3, "fail")])
+    assert stopped_at == 10.0, "gives up renew_deadline after the last renewal, no later"
+    assert slept == [2.0, 2.0]
+
+
+def test_a_renewal_that_succeeds_after_the_deadline_counts_as_lost(api: FakeApiServer) -> None:
+    # Acquired at t=0; failures 2 -> 3 and 5 -> 6; the next attempt starts at 8 and sleeps
+    # min(2, 10 - 8): its success at 11 comes too late, others may already lead.
+    script = [(0, "ok"), (1, "fail"), (1, "fail"), (3, "ok"), (0, "ok")]
+    stopped_at, slept = _run_scripted(api, script)
+    assert stopped_at == 11.0 and slept == [2.0, 2.0, 2.0]
+    # Renewed by the attempt that started at 2 (deadline 12); one failure 6 -> 10.5: the
+    # next sleep ends at the deadline, and no attempt starts.
+    stopped_at, slept = _run_scripted(api, [(0, "ok"), (2, "ok"), (4.5, "fail")])
+    assert (stopped_at, slept) == (12.0, [2.0, 2.0, 1.5])
+
+
+def test_any_error_in_an_attempt_is_a_failed_attempt(api: FakeApiServer) -> None:
+    clock = FakeClock()
+    client = ScriptedClient(api, clock, [(0, ValueError("bad JSON")), (0, KeyError("spec"))])
+    a, _ = candidate(api, "a", clock, client=client)
+    assert not a.try_acquire_or_renew() and not a.try_acquire_or_renew()
+    lease = {
+        "apiVersion": LEASES.api_version,
+        "kind": LEASES.kind,
+        "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "b", "leaseDurationSeconds": "fifteen"},
+    }
+    api.create(LEASES, lease, "kube-system")
+    b, _ = candidate(api, "a", clock)
+    assert not b.try_acquire_or_renew(), "a malformed Lease is not ours, and no crash"
+
+
+def test_the_lease_is_released_only_once_the_work_has_stopped(api: FakeApiServer) -> None:
+    timing: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.05}
+    may_finish, finished = threading.Event(), threading.Event()
+    holder_when_finishing: list[str] = []
+
+    def lead(leading: threading.Event) -> None:
+        leading.wait()
+        may_finish.wait(5)  # the workers finish the keys they hold
+        holder_when_finishing.append(lease_spec(api)["holderIdentity"])
+        finished.set()
+
+    a, log = candidate(api, "a", REAL_CLOCK, on_started_leading=lead, **timing)
+    stop = threading.Event()
+    thread = threading.Thread(target=a.run, args=(stop,))
+    thread.start()
+    eventually(a.is_leader)
+    stop.set()
+    renewed = lease_spec(api)["renewTime"]
+    eventually(lambda: lease_spec(api)["renewTime"] != renewed)
+    assert thread.is_alive() and lease_spec(api)["holderIdentity"] == "a", "still held"
+    may_finish.set()
+    thread.join(5)
+    assert finished.is_set() and holder_when_finishing == ["a"]
+    assert lease_spec(api)["holderIdentity"] == "" and log[-1] == "stopped"
+
+
+def test_work_that_does_not_stop_in_time_is_left_with_the_lease_unreleased(
+    api: FakeApiServer,
+) -> None:
+    timing: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.05}
+    never = threading.Event()
+    a, log = candidate(
+        api, "a", REAL_CLOCK, on_started_leading=lambda e: never.wait(5), stop_timeout=0.2, **timing
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=a.run, args=(stop,))
+    thread.start()
+    eventually(a.is_leader)
+    stop.set()
+    thread.join(5)
+    never.set()
+    assert log[-1] == "stopped" and lease_spec(api)["holderIdentity"] == "a"
+
+
+@pytest.mark.parametrize("outcome", ["returns", "raises"])
+def test_the_term_ends_when_the_leading_callback_ends(api: FakeApiServer, outcome: str) -> None:
+    timing: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.05}
+
+    def lead(leading: threading.Event) -> None:
+        if outcome == "raises":
+            raise RuntimeError("the controllers could not start")
+
+    a, log = candidate(api, "a", REAL_CLOCK, on_started_leading=lead, **timing)
+    stop = threading.Event()
+    thread = threading.Thread(target=a.run, args=(stop,), daemon=True)
+    thread.start()
+    thread.join(5)
+    stop.set()
+    assert not thread.is_alive(), "no renewing for a term whose work is over"
+    assert log == ["leader=a", "stopped"]
+    assert lease_spec(api)["holderIdentity"] == "", "released"
 
 
 @pytest.mark.parametrize(

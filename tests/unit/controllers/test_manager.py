@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import threading
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -121,3 +123,77 @@ def test_only_the_leader_runs_controllers_and_a_successor_takes_over(
     stops[1].set()
     threads[1].join(10)
     assert statuses == [0, 0]
+
+
+class _Scripted(ControllerManager):
+    """A manager whose term runs `body(stop)` instead of controllers."""
+
+    def __init__(self, config: ClientConfig, body: Callable[[threading.Event], None]) -> None:
+        super().__init__(config, OPTIONS)
+        self._body = body
+
+    def run(self, stop: threading.Event) -> None:
+        self._body(stop)
+
+
+OPTIONS = Options(controllers=(), root_ca=b"ca", workers={}, qps=100.0, burst=100)
+FAST_ELECTION = [
+    "--leader-elect-lease-duration=1s",
+    "--leader-elect-renew-deadline=600ms",
+    "--leader-elect-retry-period=50ms",
+]
+
+
+def test_the_lease_is_released_only_after_the_terms_workers_have_stopped(
+    cluster: FakeCluster,
+) -> None:
+    config = ClientConfig(server=cluster.url)
+    finishing = threading.Event()
+    holders: list[str] = []
+
+    def work(stop: threading.Event) -> None:
+        stop.wait()
+        finishing.set()
+        time.sleep(0.3)  # the workers finish the keys they hold
+        holders.append(_holder(cluster))
+
+    stop = threading.Event()
+    statuses: list[int] = []
+    thread = threading.Thread(
+        target=lambda: statuses.append(
+            run_with_leader_election(
+                _Scripted(config, work), config, parse_args(FAST_ELECTION), stop
+            )
+        ),
+        daemon=True,
+    )
+    thread.start()
+    eventually(lambda: _holder(cluster) != "")
+    holder = _holder(cluster)
+    stop.set()
+    thread.join(10)
+    assert finishing.is_set() and holders == [holder], "held while the workers finished"
+    assert statuses == [0] and _holder(cluster) == "", "then released"
+
+
+def test_a_term_whose_controllers_fail_ends_and_releases_the_lease(cluster: FakeCluster) -> None:
+    config = ClientConfig(server=cluster.url)
+
+    def broken(stop: threading.Event) -> None:
+        raise RuntimeError("cannot build the controllers")
+
+    stop = threading.Event()
+    statuses: list[int] = []
+    thread = threading.Thread(
+        target=lambda: statuses.append(
+            run_with_leader_election(
+                _Scripted(config, broken), config, parse_args(FAST_ELECTION), stop
+            )
+        ),
+        daemon=True,
+    )
+    thread.start()
+    thread.join(10)
+    stop.set()
+    assert statuses == [1], "the manager exits instead of renewing a lease it does not use"
+    assert _holder(cluster) == "", "released"

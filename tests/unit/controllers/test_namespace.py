@@ -4,6 +4,8 @@ so in its conditions; a failure is reported and retried."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from controlplane.controllers.base import SyncError
@@ -16,7 +18,7 @@ from controlplane.controllers.namespace import (
     content_resources,
     namespace_conditions,
 )
-from kubelab.client import resource_for
+from kubelab.client import FakeClock, resource_for
 from tests.unit.client.conftest import eventually
 from tests.unit.controllers.conftest import FakeCluster, Harness, new_object
 
@@ -107,12 +109,12 @@ def test_objects_held_by_finalizers_keep_the_namespace(
     held["metadata"]["finalizers"] = ["example.com/hold"]
     cluster.update(SECRETS, held)
 
-    assert controller.sync("gone") == 1.0
+    assert controller.sync("gone") == 15.0, "finalizers take long: Kubernetes' estimate"
     finalizers = conditions(cluster, "gone")[FINALIZERS_REMAINING]
     assert finalizers["status"] == "True"
     assert finalizers["message"] == "Objects still held by finalizers: example.com/hold (1)"
     deletes_before = len(cluster.calls("DELETE"))
-    assert controller.sync("gone") == 1.0
+    assert controller.sync("gone") == 15.0
     assert len(cluster.calls("DELETE")) == deletes_before, "marked objects are not re-deleted"
 
     released = cluster.get(SECRETS, "gone", "held")
@@ -142,6 +144,51 @@ def test_the_controller_finalizes_on_its_own(cluster: FakeCluster, harness: Harn
     cluster.delete(NAMESPACES, "", "short-lived")
     eventually(lambda: not cluster.exists(NAMESPACES, "", "short-lived"))
     assert not cluster.exists(CONFIGMAPS, "short-lived", "settings")
+
+
+def test_a_namespace_is_looked_at_again_when_due_not_when_its_status_changes(
+    cluster: FakeCluster, harness: Harness
+) -> None:
+    clock = FakeClock()
+    harness.run(NamespaceController(harness.ctx, clock=clock))
+    new_object(cluster, NAMESPACES, "held", spec={"finalizers": ["kubernetes"]})
+    secret = new_object(cluster, SECRETS, "held", "held")
+    secret["metadata"]["finalizers"] = ["example.com/hold"]
+    cluster.update(SECRETS, secret)
+    cluster.delete(NAMESPACES, "", "held")
+
+    def passes() -> int:
+        """Each look at the namespace lists its (absent) config maps once."""
+        return len(cluster.calls("GET", "/namespaces/held/configmaps"))
+
+    eventually(
+        lambda: conditions(cluster, "held").get(FINALIZERS_REMAINING, {}).get("status") == "True"
+    )
+    time.sleep(0.3)  # the status write comes back as an update of the namespace
+    assert passes() == 1, "its own status write does not queue the namespace again"
+    clock.step(14.5)
+    time.sleep(0.3)
+    assert passes() == 1, "held by a finalizer: not looked at again within 15 s"
+    clock.step(0.5)
+    eventually(lambda: passes() == 2)
+
+    secret = cluster.get(SECRETS, "held", "held")
+    secret["metadata"]["finalizers"] = []
+    cluster.update(SECRETS, secret)
+    time.sleep(0.3)  # the second look has planned the third
+    clock.step(15)
+    eventually(lambda: not cluster.exists(NAMESPACES, "", "held"))
+
+
+def test_rechecks_have_a_floor() -> None:
+    unscheduled = Leftovers()
+    unscheduled.add(PODS, [{"metadata": {"name": "p"}}])
+    assert unscheduled.recheck_after() == 5.0
+    held = Leftovers()
+    held.add(SECRETS, [{"metadata": {"name": "s", "finalizers": ["example.com/hold"]}}])
+    assert held.recheck_after() == 15.0
+    held.add(PODS, [{"metadata": {"name": "p", "deletionGracePeriodSeconds": 60}}])
+    assert held.recheck_after() == 31.0
 
 
 def test_conditions_move_their_transition_time_only_with_their_status() -> None:
