@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
@@ -49,6 +50,7 @@ from kubelab.client import (
     SharedInformer,
     ShutDown,
     WorkQueue,
+    resource_for,
 )
 
 K = TypeVar("K", bound=Hashable)
@@ -60,6 +62,9 @@ look at the key again because it is waiting for something that sends no event.""
 LOG_PREFIX = "kubelab.controllers"
 
 log = logging.getLogger(LOG_PREFIX)
+
+NAMESPACES = resource_for("v1", "Namespace")
+"""The resource several controllers watch (namespaces), shared by them."""
 
 
 class SyncError(Exception):
@@ -189,22 +194,26 @@ class InformerFactory:
         """Block until every informer has listed its resource once; False if `stop` was
         set first. Informers still waiting are logged every `report_every` seconds."""
         pending = dict(self._informers)
-        waited = 0.0
+        last_report = time.monotonic()
         while pending:
             if stop.is_set():
                 return False
+            # Each informer waits 0.1 s only while it is pending: time the loop by the
+            # clock, not by counting waits.
             pending = {n: i for n, i in pending.items() if not i.wait_for_sync(0.1)}
-            waited += 0.1
-            if pending and waited >= report_every:
+            now = time.monotonic()
+            if pending and now - last_report >= report_every:
                 log.info("still waiting for the caches of %s", ", ".join(sorted(pending)))
-                waited = 0.0
+                last_report = now
         return True
 
-    def join(self, timeout: float) -> None:
-        """Wait (at most `timeout` seconds in all) for stopped informers to finish."""
-        per_thread = timeout / max(1, len(self._threads))
+    def join(self, timeout: float) -> list[str]:
+        """Wait (at most `timeout` seconds in all) for stopped informers to finish; the
+        names of the threads still running then (none: they have all exited)."""
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(per_thread)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [thread.name for thread in self._threads if thread.is_alive()]
 
 
 class ControllerContext:

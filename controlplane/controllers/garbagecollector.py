@@ -55,7 +55,10 @@ dependent: deleting on the strength of a reference the collector cannot check wo
 a guess. Left out: Kubernetes' cycle breaking in foreground deletion (it makes a
 dependent's references non-blocking when the dependent is itself waiting for its own
 dependents, so that an ownership cycle cannot deadlock), and its cache of owners known
-to be absent.
+to be absent. Without cycle breaking, two objects that own each other with
+`blockOwnerDeletion` wait for each other forever once both are in foreground deletion;
+the collector logs a warning (once per owner) naming the cycle, so that an operator can
+remove a `blockOwnerDeletion` by hand. Longer cycles are not detected.
 """
 
 from __future__ import annotations
@@ -145,7 +148,7 @@ def blocks(dependent: Object, owner_uid: str) -> bool:
     )
 
 
-def _describe(ref: Mapping[str, Any]) -> str:
+def _describe_ref(ref: Mapping[str, Any]) -> str:
     return f"{ref.get('kind')} {ref.get('name')} (uid {ref.get('uid')})"
 
 
@@ -210,11 +213,11 @@ def plan(dependent: Object, owners: Mapping[str, OwnerState], has_dependents: bo
         stale = dangling + waiting
         return DropReferences(tuple(ref["uid"] for ref in stale)) if stale else Keep()
     if waiting:
-        reason = f"its owner {_describe(waiting[0])} is deleting its dependents"
+        reason = f"its owner {_describe_ref(waiting[0])} is deleting its dependents"
         if has_dependents:
             return Delete("Foreground", reason)
     else:
-        reason = "its owners are gone: " + ", ".join(_describe(ref) for ref in dangling)
+        reason = "its owners are gone: " + ", ".join(_describe_ref(ref) for ref in dangling)
     if has_finalizer(dependent, ORPHAN_FINALIZER):
         return Delete("Orphan", reason)
     if has_finalizer(dependent, FOREGROUND_FINALIZER):
@@ -271,6 +274,9 @@ class GarbageCollector:
         self.attempt_to_delete: WorkQueue[Identity] = WorkQueue()
         self.attempt_to_orphan: WorkQueue[Identity] = WorkQueue()
         self._monitors: dict[str, _Monitor] = {}
+        # Owners (uid) whose ownership cycle has been logged (see the module docstring).
+        self._cycles_reported: set[str] = set()
+        self._cycles_lock = threading.Lock()
         for resource in monitored_resources():
             monitor = _Monitor(resource, ctx.informers.informer(resource))
             monitor.informer.indexer.add_indexers({OWNER_UID_INDEX: owner_uid_index})
@@ -338,7 +344,7 @@ class GarbageCollector:
             resource, namespace, owner = self._lookup(dependent, ref)
         except ValueError as exc:
             log.warning(
-                "%s: cannot check its owner %s, keeping it: %s", dependent, _describe(ref), exc
+                "%s: cannot check its owner %s, keeping it: %s", dependent, _describe_ref(ref), exc
             )
             return OwnerState.SOLID
         if owner is None:
@@ -416,6 +422,8 @@ class GarbageCollector:
         dependents = list(self.dependents(owner))
         blocking = [d for _, d in dependents if blocks(d, owner.uid)]
         if not blocking:
+            with self._cycles_lock:
+                self._cycles_reported.discard(owner.uid)
             log.info(
                 "%s: no blocking dependents left; removing its %s finalizer",
                 owner,
@@ -424,9 +432,33 @@ class GarbageCollector:
             self._remove_finalizer(monitor, obj, FOREGROUND_FINALIZER)
             return
         log.debug("%s: waiting for %d blocking dependents", owner, len(blocking))
+        self._report_cycle(owner, obj, blocking)
         for dependent_monitor, dependent in dependents:
             if not deleting_dependents(dependent):
                 self.attempt_to_delete.add(dependent_monitor.identity(dependent))
+
+    def _report_cycle(self, owner: Identity, obj: Object, blocking: list[Object]) -> None:
+        """Warn, once per owner, when a blocking dependent is itself in foreground
+        deletion waiting for `owner` (which blocks it): neither can ever finish."""
+        for dependent in blocking:
+            if not (deleting_dependents(dependent) and blocks(obj, str(_meta(dependent)["uid"]))):
+                continue
+            with self._cycles_lock:
+                if owner.uid in self._cycles_reported:
+                    return
+                self._cycles_reported.add(owner.uid)
+            meta = _meta(dependent)
+            log.warning(
+                "%s: foreground deletion cannot finish: its blocking dependent %s %s "
+                "(uid %s) is itself in foreground deletion, waiting for it "
+                "(an ownership cycle with blockOwnerDeletion, which this collector does "
+                "not break); remove blockOwnerDeletion from one of the two references",
+                owner,
+                dependent.get("kind"),
+                meta.get("name"),
+                meta.get("uid"),
+            )
+            return
 
     def orphan_dependents(self, owner: Identity) -> SyncResult:
         """Remove the references to an owner with the orphan finalizer from its

@@ -93,6 +93,10 @@ ALIASES = {
 TERM_STOP_TIMEOUT = 60.0
 """Seconds a term's workers get to stop (a request in flight may take its timeout)."""
 
+INFORMER_STOP_TIMEOUT = 40.0
+"""Seconds a term's informers get to stop before their clients are closed under them
+(a list in flight may take the request timeout, 30 s)."""
+
 
 def enabled_controllers(spec: str) -> list[str]:
     """The controllers `--controllers` enables, e.g. "*,-namespace-controller"."""
@@ -207,20 +211,30 @@ class ControllerManager:
                 thread.join()
             log.info("controllers stopped")
         finally:
-            informers.join(timeout=5.0)
+            # The clients go only once the informers are done with them: closing one
+            # removes its TLS files. Informers that are still running past the bound
+            # are cut short by the close (their requests fail with ClientClosed).
+            running = informers.join(timeout=INFORMER_STOP_TIMEOUT)
+            if running:
+                log.warning(
+                    "%d informers still running after %gs, closing their clients: %s",
+                    len(running),
+                    INFORMER_STOP_TIMEOUT,
+                    ", ".join(running),
+                )
             ctx.close()
             informer_client.close()
 
 
 class _Term:
-    """One campaign's callbacks: `over` is set when its controllers have stopped, `held`
+    """One campaign's callbacks: `over` is set when its controllers have stopped, `led`
     when it had the lease (the elector calls on_stopped_leading only then), `failed` if
     the controllers could not be run. The elector ends the term, and releases the lease,
     only once `lead` has returned."""
 
     def __init__(self, manager: ControllerManager) -> None:
         self._manager = manager
-        self.held = threading.Event()
+        self.led = threading.Event()
         self.over = threading.Event()
         self.failed = False
 
@@ -261,7 +275,7 @@ def run_with_leader_election(
                 namespace=args.leader_elect_resource_namespace,
                 identity=identity,
                 on_started_leading=term.lead,
-                on_stopped_leading=term.held.set,
+                on_stopped_leading=term.led.set,
                 lease_duration=args.leader_elect_lease_duration,
                 renew_deadline=args.leader_elect_renew_deadline,
                 retry_period=args.leader_elect_retry_period,
@@ -269,7 +283,7 @@ def run_with_leader_election(
             )
             log.info("campaigning for the lease %s as %s", lease, identity)
             elector.run(stop)
-            if not term.held.is_set():
+            if not term.led.is_set():
                 continue
             if not term.over.wait(TERM_STOP_TIMEOUT):
                 log.error("the controllers did not stop within %gs; exiting", TERM_STOP_TIMEOUT)

@@ -57,14 +57,20 @@ from kubelab.client import (
     resource_for,
 )
 
-from .base import ControllerContext, SyncError, SyncResult, Workers, controller_logger
+from .base import (
+    NAMESPACES,
+    ControllerContext,
+    SyncError,
+    SyncResult,
+    Workers,
+    controller_logger,
+)
 
 NAME = "namespace-controller"
 
 FINALIZER = "kubernetes"
 """The entry of a Namespace's `spec.finalizers` that stands for this controller."""
 
-NAMESPACES = resource_for("v1", "Namespace")
 PODS = resource_for("v1", "Pod")
 
 CONTENT_FAILURE = "NamespaceDeletionContentFailure"

@@ -40,12 +40,11 @@ from kubelab.client import (
     split_key,
 )
 
-from .base import ControllerContext, SyncResult, Workers, controller_logger
+from .base import NAMESPACES, ControllerContext, SyncResult, Workers, controller_logger
 
 SERVICE_ACCOUNT_CONTROLLER = "serviceaccount-controller"
 ROOT_CA_PUBLISHER = "root-ca-certificate-publisher-controller"
 
-NAMESPACES = resource_for("v1", "Namespace")
 SERVICE_ACCOUNTS = resource_for("v1", "ServiceAccount")
 CONFIG_MAPS = resource_for("v1", "ConfigMap")
 

@@ -31,6 +31,7 @@ from kubelab.client.kubeconfig import (
 )
 from kubelab.client.leaderelection import LeaderElector
 from kubelab.client.rest import (
+    ClientClosed,
     Object,
     PatchType,
     Preconditions,
@@ -57,6 +58,7 @@ __all__ = [
     "REAL_CLOCK",
     "Backoff",
     "BucketRateLimiter",
+    "ClientClosed",
     "ClientConfig",
     "Clock",
     "DeletedFinalStateUnknown",

@@ -48,11 +48,13 @@ class TokenBucket:
             self._tokens -= 1
             return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
-    def accept(self) -> None:
-        """Take a token, sleeping until it is due."""
+    def accept(self, stop: threading.Event | None = None) -> bool:
+        """Take a token, sleeping until it is due; False if `stop` was set first (the
+        token stays taken)."""
         delay = self.reserve()
         if delay > 0:
-            self._clock.sleep(delay)
+            return not self._clock.sleep(delay, stop)
+        return stop is None or not stop.is_set()
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,9 @@ class Indexer:
         self._items: dict[str, Object] = {}
         self._indexers: dict[str, IndexFunc] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
+        self.list_resource_version = ""
+        """The resourceVersion of the list that last `replace`d the contents ("" if none
+        did); later adds, updates and deletes do not change it."""
         self.add_indexers(indexers or {})
 
     def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
@@ -210,8 +213,9 @@ class Indexer:
             return self._set(object_key(obj), None)
 
     def replace(self, objects: builtins.list[Object], resource_version: str = "") -> None:
-        """Make the cache hold exactly `objects` (a fresh list from the apiserver). An
-        object that has no key, or that an index function fails on, is left out (logged)."""
+        """Make the cache hold exactly `objects` (a fresh list from the apiserver, at
+        `resource_version`, kept as `list_resource_version`). An object that has no key,
+        or that an index function fails on, is left out (logged)."""
         items: dict[str, Object] = {}
         indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
         with self._lock:
@@ -233,6 +237,7 @@ class Indexer:
                     for value in index_values:
                         indices[name].setdefault(value, set()).add(key)
             self._items, self._indices = items, indices
+            self.list_resource_version = resource_version
 
     def get(self, key: str) -> Object | None:
         with self._lock:
@@ -450,10 +455,16 @@ class _Handler:
 @dataclass(frozen=True)
 class _Delta:
     """A change the reflector made, waiting to be applied to the cache and notified.
-    `replace` carries a whole list; `upsert` and `delete` one object."""
+    `replace` carries a whole list; `upsert` and `delete` one object. `resource_version`
+    is the list's, or the object's."""
 
     kind: str
     objects: tuple[Object, ...]
+    resource_version: str
+
+
+def _resource_version(obj: Object) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 class _DeltaQueue:
@@ -472,16 +483,16 @@ class _DeltaQueue:
             self._cond.notify()
 
     def add(self, obj: Object) -> None:
-        self._put(_Delta("upsert", (obj,)))
+        self._put(_Delta("upsert", (obj,), _resource_version(obj)))
 
     def update(self, obj: Object) -> None:
-        self._put(_Delta("upsert", (obj,)))
+        self._put(_Delta("upsert", (obj,), _resource_version(obj)))
 
     def delete(self, obj: Object) -> None:
-        self._put(_Delta("delete", (obj,)))
+        self._put(_Delta("delete", (obj,), _resource_version(obj)))
 
     def replace(self, objects: list[Object], resource_version: str) -> None:
-        self._put(_Delta("replace", tuple(objects)))
+        self._put(_Delta("replace", tuple(objects), resource_version))
 
     def close(self) -> None:
         with self._cond:
@@ -537,10 +548,14 @@ class SharedInformer:
         self._handlers: list[_Handler] = []
         self._synced = threading.Event()
         self._started = False
+        self._applied_resource_version = ""
 
     @property
     def last_sync_resource_version(self) -> str:
-        return self._reflector.last_sync_resource_version
+        """The resourceVersion the cache reflects: that of the last list or event applied
+        to it (the reflector may have read further: its changes wait in a queue). A
+        bookmark changes nothing in the cache, so it does not move this forward."""
+        return self._applied_resource_version
 
     def add_event_handler(
         self,
@@ -598,9 +613,13 @@ class SharedInformer:
                 except Exception:
                     # One object the cache cannot hold must not stop the informer.
                     log.exception("%s: cannot apply a %s", self._reflector.name, delta.kind)
-            elif period is not None:
-                self._resync()
-                next_resync = self._clock.now() + period
+            # Checked after every change too: on a busy resource the queue is never
+            # empty, and `pop` never gets to wait for the deadline.
+            if period is not None and next_resync is not None:
+                now = self._clock.now()
+                if now >= next_resync:
+                    self._resync()
+                    next_resync = now + period
         reflector.join()
 
     def _call(self, func: Callable[..., None] | None, *args: object) -> None:
@@ -625,26 +644,39 @@ class SharedInformer:
 
     def _apply(self, delta: _Delta) -> None:
         with self._dispatch:
-            if delta.kind == "upsert":
-                (obj,) = delta.objects
-                self._notify_upsert(self.indexer.add(obj), obj)
-            elif delta.kind == "delete":
-                (obj,) = delta.objects
-                self.indexer.delete(obj)
-                self._notify_delete(obj)
-            else:
-                before = {object_key(o): o for o in self.indexer.list()}
-                self.indexer.replace(list(delta.objects))
-                for obj in delta.objects:
-                    try:
-                        key = object_key(obj)
-                    except ValueError:
-                        continue
-                    if self.indexer.get(key) is obj:  # not left out
-                        self._notify_upsert(before.pop(key, None), obj)
-                for key, last in before.items():
-                    self._notify_delete(DeletedFinalStateUnknown(key, last))
-                self._synced.set()
+            try:
+                if delta.kind == "upsert":
+                    (obj,) = delta.objects
+                    old = self.indexer.add(obj)
+                    self._applied(delta)
+                    self._notify_upsert(old, obj)
+                elif delta.kind == "delete":
+                    (obj,) = delta.objects
+                    self.indexer.delete(obj)
+                    self._applied(delta)
+                    self._notify_delete(obj)
+                else:
+                    before = {object_key(o): o for o in self.indexer.list()}
+                    self.indexer.replace(list(delta.objects), delta.resource_version)
+                    self._applied(delta)
+                    for obj in delta.objects:
+                        try:
+                            key = object_key(obj)
+                        except ValueError:
+                            continue
+                        if self.indexer.get(key) is obj:  # not left out
+                            self._notify_upsert(before.pop(key, None), obj)
+                    for key, last in before.items():
+                        self._notify_delete(DeletedFinalStateUnknown(key, last))
+                    self._synced.set()
+            finally:
+                # A change the cache could not take has been dealt with all the same.
+                self._applied(delta)
+
+    def _applied(self, delta: _Delta) -> None:
+        """Record that the cache reflects `delta` (before the handlers hear of it)."""
+        if delta.resource_version:
+            self._applied_resource_version = delta.resource_version
 
     def _resync(self) -> None:
         if not self._synced.is_set():

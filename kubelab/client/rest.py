@@ -117,6 +117,10 @@ class ServerUnreachable(Exception):
     """The apiserver gave no answer (after the retries allowed); the message says why."""
 
 
+class ClientClosed(ServerUnreachable):
+    """The client was closed: a request it was about to send, or to retry, is given up."""
+
+
 class ResourceExpired(StatusError):
     """410 Gone: the resourceVersion asked for is older than the apiserver still keeps.
 
@@ -213,7 +217,7 @@ def _never_sent(exc: requests.RequestException) -> bool:
     return False
 
 
-def _describe(exc: BaseException) -> str:
+def _root_cause(exc: BaseException) -> str:
     """The root cause of a connection failure, e.g. "Connection refused"."""
     cause: BaseException | None = exc
     while cause is not None:
@@ -297,7 +301,8 @@ class RestClient:
     described in the module docstring, spaced by `backoff` unless the server says how long
     to wait. Threads may share a client (and its connection pool and rate limit). `close()`
     it, or use it as a context manager, to drop its connections and the temporary files
-    holding its TLS material.
+    holding its TLS material; a request waiting (for a retry or the rate limit) in another
+    thread then gives up at once with `ClientClosed`, and so does any later request.
     """
 
     def __init__(
@@ -327,6 +332,7 @@ class RestClient:
         adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=64)
         self._session.mount("https://", adapter)
         self._session.mount("http://", adapter)
+        self._closed = threading.Event()
         self._token_lock = threading.Lock()
         self._file_token: tuple[str, float] | None = None  # (token, when it was read)
         self._verify: str | bool = not config.insecure_skip_tls_verify
@@ -354,7 +360,14 @@ class RestClient:
             )
         return remove
 
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
     def close(self) -> None:
+        """Drop the connections and TLS files; wake the requests waiting to be retried
+        (they raise `ClientClosed`)."""
+        self._closed.set()
         self._session.close()
         if self._remove_tls_files is not None:
             self._remove_tls_files()
@@ -415,7 +428,9 @@ class RestClient:
         attempt = 0
         while True:
             if self._limiter is not None:
-                self._limiter.accept()
+                self._limiter.accept(self._closed)
+            if self._closed.is_set():
+                raise ClientClosed(f"{what}: the client is closed")
             try:
                 response = self._session.request(
                     method,
@@ -433,7 +448,7 @@ class RestClient:
             except requests.exceptions.SSLError as exc:
                 source = self.config.source or "the configuration"
                 raise ServerUnreachable(
-                    f"TLS with {self.config.server} failed ({_describe(exc)}); check the "
+                    f"TLS with {self.config.server} failed ({_root_cause(exc)}); check the "
                     f"certificate authority and client certificate of {source}"
                 ) from exc
             except (requests.ConnectionError, requests.Timeout) as exc:
@@ -442,10 +457,10 @@ class RestClient:
                     maybe = "" if retryable else "; it may or may not have been applied"
                     raise ServerUnreachable(
                         f"{what} to {self.config.server} failed after {attempt + 1} "
-                        f"attempt(s): {_describe(exc)}{maybe}"
+                        f"attempt(s): {_root_cause(exc)}{maybe}"
                     ) from exc
                 delay = self._backoff.delay(attempt, self._rng)
-                log.info("%s failed (%s), retrying in %.2fs", what, _describe(exc), delay)
+                log.info("%s failed (%s), retrying in %.2fs", what, _root_cause(exc), delay)
             else:
                 if response.status_code < 400:
                     return response
@@ -461,7 +476,8 @@ class RestClient:
                     else self._backoff.delay(attempt, self._rng)
                 )
                 log.info("%s answered %d (%s), retrying in %.2fs", what, code, error, delay)
-            self._clock.sleep(delay)
+            if self._clock.sleep(delay, self._closed):
+                raise ClientClosed(f"{what}: the client was closed before retrying")
             attempt += 1
 
     def _object(self, method: str, path: str, **kwargs: Any) -> Object:

@@ -425,6 +425,67 @@ def test_resync_redelivers_cached_objects_as_updates(
     eventually(lambda: rec.events[1:] == [("update", "a", (None, None))])
 
 
+def test_resync_is_not_starved_by_a_busy_resource(
+    api: FakeApiServer, stop: threading.Event
+) -> None:
+    """The queue of changes never empties (each handled change brings another): the
+    resync still comes once its time is up, not once the resource quietens down."""
+    api.create(PODS, pod("a"), "default")
+    clock = FakeClock()
+    inf = informer(api, resync_period=30.0, clock=clock)
+    seen: list[str] = []
+    inside, release = threading.Event(), threading.Event()
+
+    def on_update(old: Object, new: Object) -> None:
+        if old is new:
+            seen.append("resync")
+            return
+        seen.append("change")
+        if len(seen) == 1:
+            inside.set()
+            release.wait(5)
+        if seen.count("change") < 20:  # a busy resource: another change is queued
+            busier = {**new, "metadata": {**new["metadata"], "resourceVersion": "x"}}
+            inf._deltas.update(busier)
+
+    inf.add_event_handler(on_update=on_update)
+    inf.start(stop)
+    assert inf.wait_for_sync(5)
+    inf._deltas.update(api.get(PODS, "default", "a"))
+    assert inside.wait(5)
+    clock.step(31)  # the resync is due while changes keep coming
+    release.set()
+    eventually(lambda: "resync" in seen)
+    assert seen.index("resync") <= 2, seen
+
+
+def test_last_sync_resource_version_is_what_the_cache_holds(
+    api: FakeApiServer, stop: threading.Event
+) -> None:
+    api.create(PODS, pod("a"), "default")
+    inf = informer(api)
+    inside, release = threading.Event(), threading.Event()
+
+    def on_update(old: Object, new: Object) -> None:
+        inside.set()
+        release.wait(5)
+
+    inf.add_event_handler(on_update=on_update)
+    inf.start(stop)
+    assert inf.wait_for_sync(5)
+    assert inf.last_sync_resource_version == inf.indexer.list_resource_version != ""
+    relabel(api, "a", "1")
+    assert inside.wait(5)
+    applied = inf.indexer.get("default/a")
+    assert applied is not None
+    relabel(api, "a", "2")  # read by the reflector, queued behind the blocked handler
+    eventually(lambda: inf._reflector.last_sync_resource_version == str(api.rv))
+    assert inf.last_sync_resource_version == applied["metadata"]["resourceVersion"]
+    assert inf.last_sync_resource_version != str(api.rv)
+    release.set()
+    eventually(lambda: inf.last_sync_resource_version == str(api.rv))
+
+
 def test_an_informer_stops_when_told(api: FakeApiServer) -> None:
     stop = threading.Event()
     inf = informer(api)

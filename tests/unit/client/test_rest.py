@@ -20,6 +20,7 @@ from kubelab.client.clock import FakeClock
 from kubelab.client.flowcontrol import Backoff, TokenBucket
 from kubelab.client.kubeconfig import ClientConfig, load_kubeconfig, write_kubeconfig
 from kubelab.client.rest import (
+    ClientClosed,
     PatchType,
     Preconditions,
     ResourceExpired,
@@ -252,6 +253,51 @@ def test_retries_stop_after_max_retries_with_the_last_error(api: FakeApiServer) 
     assert err.value.code == 429
     assert clock.slept == [1, 2, 4]  # no Retry-After: exponential back-off
     assert len(api.calls("GET")) == 4
+
+
+def test_closing_the_client_cuts_a_pending_retry_short(api: FakeApiServer) -> None:
+    api.inject(503, retry_after=60)  # a retry a minute from now (real time)
+    c = RestClient(ClientConfig(server=api.url), qps=None)
+    errors: list[Exception] = []
+
+    def get() -> None:
+        try:
+            c.list(PODS)
+        except Exception as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=get, daemon=True)
+    thread.start()
+    eventually(lambda: len(api.calls("GET")) == 1)
+    started = time.monotonic()
+    c.close()
+    thread.join(5)
+    assert not thread.is_alive() and time.monotonic() - started < 2
+    assert len(errors) == 1 and isinstance(errors[0], ClientClosed)
+    assert "closed" in str(errors[0]) and len(api.calls("GET")) == 1
+    with pytest.raises(ClientClosed):
+        c.list(PODS)  # and nothing more is sent
+
+
+def test_closing_the_client_cuts_a_rate_limit_wait_short(api: FakeApiServer) -> None:
+    c = RestClient(ClientConfig(server=api.url), qps=0.01, burst=1)
+    c.list(PODS)  # the only token for the next 100 s
+    errors: list[Exception] = []
+    thread = threading.Thread(target=lambda: errors.append(_raised(c)), daemon=True)
+    thread.start()
+    time.sleep(0.1)
+    c.close()
+    thread.join(5)
+    assert not thread.is_alive() and isinstance(errors[0], ClientClosed)
+    assert len(api.calls("GET")) == 1
+
+
+def _raised(c: RestClient) -> Exception:
+    try:
+        c.list(PODS)
+    except Exception as exc:
+        return exc
+    raise AssertionError("the request was sent")
 
 
 def test_a_refused_connection_is_retried_then_reported(api: FakeApiServer) -> None:

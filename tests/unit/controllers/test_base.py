@@ -96,3 +96,20 @@ def test_informers_are_shared_per_resource() -> None:
         assert factory.informer(resource_for("v1", "Pod")) is pods
         assert factory.informer(resource_for("v1", "ConfigMap")) is not pods
         assert len(factory) == 2
+
+
+def test_join_bounds_the_wait_in_all_and_names_the_informers_still_running() -> None:
+    factory = InformerFactory(RestClient(ClientConfig(server="http://127.0.0.1:1")))
+    release = threading.Event()
+    threads = [
+        threading.Thread(target=release.wait, name=f"informer {n}", daemon=True)
+        for n in ("pods", "nodes", "leases")
+    ]
+    for thread in threads:
+        thread.start()
+    factory._threads = threads
+    started = time.monotonic()
+    assert factory.join(0.3) == ["informer pods", "informer nodes", "informer leases"]
+    assert time.monotonic() - started < 1.0, "the bound is for all of them together"
+    release.set()
+    assert factory.join(5) == []

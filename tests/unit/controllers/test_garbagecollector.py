@@ -4,7 +4,10 @@ flows, run with real informers against the fake cluster."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import pytest
 
 from controlplane.controllers.garbagecollector import (
     Delete,
@@ -16,6 +19,7 @@ from controlplane.controllers.garbagecollector import (
     monitored_resources,
     plan,
 )
+from controlplane.controllers.garbagecollector import log as gc_log
 from kubelab.client import resource_for
 from tests.unit.client.conftest import eventually
 from tests.unit.controllers.conftest import FakeCluster, Harness, new_object, owner_ref
@@ -226,6 +230,37 @@ def test_foreground_deletion_waits_only_for_blocking_dependents(
     cluster.confirm(PODS, "ns", "blocking")
     eventually(lambda: not cluster.exists(REPLICASETS, "ns", "web-1"))
     assert cluster.exists(PODS, "ns", "loose"), "still in its grace period, holding nobody"
+
+
+def test_an_ownership_cycle_in_foreground_deletion_is_reported_once_per_owner(
+    cluster: FakeCluster, harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=gc_log.name)
+    gc = GarbageCollector(harness.ctx)
+    harness.run(gc)
+    a = new_object(cluster, CONFIGMAPS, "a")
+    b = new_object(cluster, CONFIGMAPS, "b", owners=[owner_ref(a, block=True)])
+    a = cluster.get(CONFIGMAPS, "ns", "a")
+    a["metadata"]["ownerReferences"] = [owner_ref(b, block=True)]
+    cluster.update(CONFIGMAPS, a)
+    observe(gc, a, 1)
+    observe(gc, b, 1)
+    cluster.delete(CONFIGMAPS, "ns", "a", {"propagationPolicy": "Foreground"})
+
+    def reports(name: str) -> int:
+        return sum(
+            f"configmaps ns/{name}: foreground deletion cannot finish" in r.getMessage()
+            for r in caplog.records
+        )
+
+    # a waits for b, which the collector deletes in the foreground (it owns a): b waits
+    # for a. Both are stuck, and each says so.
+    eventually(lambda: reports("a") >= 1 and reports("b") >= 1)
+    gc.attempt_to_delete_item(Identity("configmaps", "ns", "a", a["metadata"]["uid"]))
+    assert reports("a") == 1 and reports("b") == 1, "once per owner"
+    assert cluster.exists(CONFIGMAPS, "ns", "a") and cluster.exists(CONFIGMAPS, "ns", "b")
+    message = next(r.getMessage() for r in caplog.records if "ns/a:" in r.getMessage())
+    assert "ConfigMap b" in message and "blockOwnerDeletion" in message
 
 
 def test_orphan_deletion_leaves_the_dependents_unowned(
