@@ -61,6 +61,7 @@ soak: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.raft_runtime
 	$(BIN)/python -m bench.store
+	$(BIN)/python -m bench.apiserver
 
 up: $(STAMP)
 	$(BIN)/python -m controlplane.store.localcluster up --dir $(LAB_DIR)/store --members 3
