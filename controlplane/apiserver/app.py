@@ -31,6 +31,7 @@ from kubelab.api import errors, resources, tables
 
 from . import discovery, handlers, openapi
 from .authn import UserInfo
+from .handlers import json_response
 from .registry import DeleteOptions, EventStream, ListOptions, Registry, decode_body
 from .requestinfo import RequestInfo
 from .requestinfo import parse as parse_request
@@ -46,12 +47,8 @@ _TABLE = "as=Table"
 _JSON = "application/json"
 
 
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(json.dumps(body, separators=(",", ":")), status=status, mimetype=_JSON)
-
-
 def _status_response(exc: errors.StatusError) -> Response:
-    resp = _json(exc.status(), exc.code)
+    resp = json_response(exc.status(), exc.code)
     if exc.retry_after is not None:
         resp.headers["Retry-After"] = str(exc.retry_after)
     return resp
@@ -168,7 +165,7 @@ def create_app(server: APIServer) -> Flask:
 
     @app.get("/version")
     def version() -> Response:
-        return _json(server.version_info())
+        return json_response(server.version_info())
 
     @app.get("/metrics")
     def metrics() -> Response:
@@ -220,7 +217,7 @@ def create_app(server: APIServer) -> Flask:
             return handlers.subresource(server, r, info, g.user)
         if not r.stored:
             answer = handlers.virtual(server, r, info, g.user)
-            return _json(answer, 201 if info.verb == "create" else 200)
+            return json_response(answer, 201 if info.verb == "create" else 200)
         return _dispatch(server, r, info, g.user)
 
     return app
@@ -304,18 +301,18 @@ def _dispatch(
     if verb == "get":
         obj = reg.get(r, ns, info.name, args.get("resourceVersion", ""))
         if _wants_table(accept):
-            return _json(tables.to_table(r, [obj], include_object=_include(args)))
-        return _json(obj)
+            return json_response(tables.to_table(r, [obj], include_object=_include(args)))
+        return json_response(obj)
     if verb == "list":
         opts = ListOptions.parse(args)
         listed = reg.list_objects(r, ns, opts)
         if _wants_table(accept):
-            return _json(
+            return json_response(
                 tables.to_table(
                     r, listed["items"], include_object=_include(args), list_meta=listed["metadata"]
                 )
             )
-        return _json(listed)
+        return json_response(listed)
     if verb == "watch":
         opts = ListOptions.parse(args)
         events = reg.watch(r, ns, opts)
@@ -333,12 +330,12 @@ def _dispatch(
         )
     if verb == "create":
         body = decode_body(request.get_data(), request.content_type or "")
-        return _json(reg.create(r, ns, body, user, dry_run), 201)
+        return json_response(reg.create(r, ns, body, user, dry_run), 201)
     if verb == "update":
         body = decode_body(request.get_data(), request.content_type or "")
-        return _json(reg.update(r, ns, info.name, body, user, dry_run=dry_run))
+        return json_response(reg.update(r, ns, info.name, body, user, dry_run=dry_run))
     if verb == "patch":
-        return _json(
+        return json_response(
             reg.patch(
                 r,
                 ns,
@@ -350,13 +347,13 @@ def _dispatch(
             )
         )
     if verb == "delete":
-        return _json(
+        return json_response(
             reg.delete(r, ns, info.name, DeleteOptions.parse(args, _optional_body()), user)
         )
     if verb == "deletecollection":
         lopts = ListOptions.parse(args)
         dopts = DeleteOptions.parse(args, _optional_body())
-        return _json(reg.delete_collection(r, ns, lopts, dopts, user))
+        return json_response(reg.delete_collection(r, ns, lopts, dopts, user))
     raise errors.method_not_allowed(f"{verb} is not supported")
 
 

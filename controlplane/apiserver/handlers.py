@@ -40,7 +40,8 @@ Object = dict[str, Any]
 MAX_TOKEN_SECONDS = 365 * 24 * 3600
 
 
-def _json(body: Any, status: int = 200) -> Response:
+def json_response(body: Any, status: int = 200) -> Response:
+    """A compact JSON answer (the app's and the subresource handlers' one format)."""
     return Response(
         json.dumps(body, separators=(",", ":")), status=status, mimetype="application/json"
     )
@@ -62,11 +63,11 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
     ns = info.namespace if r.namespaced else ""
     if sub == "status":
         if verb == "get":
-            return _json(reg.get(r, ns, info.name))
+            return json_response(reg.get(r, ns, info.name))
         if verb == "update":
-            return _json(reg.update(r, ns, info.name, _body(), user, "status", _dry_run()))
+            return json_response(reg.update(r, ns, info.name, _body(), user, "status", _dry_run()))
         if verb == "patch":
-            return _json(
+            return json_response(
                 reg.patch(
                     r,
                     ns,
@@ -88,7 +89,7 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
         return _one_field(server, r, ns, info.name, sub, _body(), user)
     if sub == "eviction" and verb == "create":
         reg.delete(r, ns, info.name, DeleteOptions(), user)
-        return _json(
+        return json_response(
             {
                 "kind": "Status",
                 "apiVersion": "v1",
@@ -106,7 +107,7 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
 def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: UserInfo) -> Response:
     reg = server.registry
     if info.verb == "get":
-        return _json(strategy.to_scale(r, reg.get(r, ns, info.name)))
+        return json_response(strategy.to_scale(r, reg.get(r, ns, info.name)))
     if info.verb not in ("update", "patch"):
         raise errors.method_not_allowed(f"{info.verb} is not supported on {r.plural}/scale")
     if info.verb == "update":
@@ -138,7 +139,7 @@ def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: Use
     updated = reg.patch(
         r, ns, info.name, body, "application/merge-patch+json", user, dry_run=_dry_run()
     )
-    return _json(strategy.to_scale(r, updated))
+    return json_response(strategy.to_scale(r, updated))
 
 
 def _bind(
@@ -182,7 +183,7 @@ def _bind(
         return new
 
     server.registry.update_with(r, ns, name, bind, user, "binding")
-    return _json(
+    return json_response(
         {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
         201,
     )
@@ -256,7 +257,7 @@ def _token(server: APIServer, ns: str, name: str, request_body: Object) -> Respo
         bound_pod=bound,
     )
     expires = datetime.datetime.fromtimestamp(exp, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return _json(
+    return json_response(
         {
             "kind": "TokenRequest",
             "apiVersion": "authentication.k8s.io/v1",
@@ -292,7 +293,7 @@ def _one_field(
         "status" if sub == "approval" else "",
         _dry_run(),
     )
-    return _json(updated)
+    return json_response(updated)
 
 
 # -- reviews -----------------------------------------------------------------------------
