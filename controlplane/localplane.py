@@ -27,7 +27,6 @@ import datetime
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,16 +36,9 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from controlplane.store.localcluster import LocalCluster
+from controlplane.store.localcluster import LocalCluster, free_port, pid_alive
 from kubelab import pki
 from kubelab.client import write_kubeconfig
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class StartError(RuntimeError):
@@ -420,25 +412,17 @@ def _stop(pid_file: Path, what: str) -> None:
     if not pid_file.exists():
         return
     pid = int(pid_file.read_text())
-    if _alive(pid):
+    if pid_alive(pid):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT
-        while _alive(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         print(f"stopped {what} (pid {pid})")
     pid_file.unlink()
 
 
 def _alive_from(pid_file: Path) -> bool:
-    return pid_file.exists() and _alive(int(pid_file.read_text()))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+    return pid_file.exists() and pid_alive(int(pid_file.read_text()))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -261,7 +261,7 @@ def cmd_up(directory: Path, size: int) -> None:
     print(f"==> kubelab store: {size} members in {directory}/ (peer traffic over mutual TLS)")
     for i, m in enumerate(cluster.members, 1):
         pid_file = directory / f"{m.name}.pid"
-        if pid_file.exists() and _pid_alive(int(pid_file.read_text())):
+        if pid_file.exists() and pid_alive(int(pid_file.read_text())):
             print(f"    [{i}/{size}] {m.name} already running")
             continue
         cluster.start(m, detach=True)
@@ -299,7 +299,8 @@ def _check_started(cluster: LocalCluster, directory: Path, grace: float = 2.0) -
         time.sleep(0.1)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (the lab's pid files may be stale)."""
     try:
         os.kill(pid, 0)
     except OSError:
@@ -310,7 +311,7 @@ def _pid_alive(pid: int) -> bool:
 def cmd_down(directory: Path) -> None:
     for pid_file in sorted(directory.glob("store-*.pid")):
         pid = int(pid_file.read_text())
-        if _pid_alive(pid):
+        if pid_alive(pid):
             os.kill(pid, signal.SIGTERM)
             print(f"stopped {pid_file.stem} (pid {pid})")
         pid_file.unlink()

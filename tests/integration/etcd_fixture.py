@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import requests
 
+from controlplane.store.localcluster import free_port
 from kubelab import pki
 
 ETCD = shutil.which("etcd")
@@ -40,13 +40,6 @@ ETCDCTL = shutil.which("etcdctl")
 
 class EtcdStartError(RuntimeError):
     """etcd did not come up; the message quotes the end of the failing member's log."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
