@@ -302,6 +302,22 @@ def _bookmark(r: Resource, revision: int, initial_end: bool = False) -> Object:
     }
 
 
+def patcher(kind: str, body: bytes, content_type: str) -> Callable[[Object], Object]:
+    """The change a PATCH request makes to an object of `kind` (415 for a patch type the
+    API does not take, 400/415/422 from applying it)."""
+    media = content_type.split(";")[0].strip().lower()
+    if media not in patch.PATCH_TYPES:
+        raise errors.unsupported_media_type(content_type)
+
+    def patched(old: Object) -> Object:
+        try:
+            return patch.apply_patch(kind, old, body, media)
+        except patch.PatchError as exc:
+            raise patch_error(exc) from None
+
+    return patched
+
+
 class Registry:
     """REST operations over the store and the watch cache (see the module doc)."""
 
@@ -531,15 +547,7 @@ class Registry:
         media = content_type.split(";")[0].strip().lower()
         if media == patch.APPLY_PATCH and not subresource:
             return self._apply(r, namespace, name, body, user, dry_run)
-        if media not in patch.PATCH_TYPES:
-            raise errors.unsupported_media_type(content_type)
-
-        def patched(old: Object) -> Object:
-            try:
-                return patch.apply_patch(r.kind, old, body, media)
-            except patch.PatchError as exc:
-                raise patch_error(exc) from None
-
+        patched = patcher(r.kind, body, content_type)
         return self._write(r, namespace, name, patched, user, subresource, dry_run)
 
     def _apply(
@@ -580,9 +588,11 @@ class Registry:
         change: Callable[[Object], Object],
         user: Any,
         subresource: str,
+        dry_run: bool = False,
     ) -> Object:
-        """A server-authored change (a binding, an approval) through the write path."""
-        return self._write(r, namespace, name, change, user, subresource, False)
+        """A change computed from the current object (a binding, a patch of a converted
+        view) through the full write path."""
+        return self._write(r, namespace, name, change, user, subresource, dry_run)
 
     def _write(
         self,

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kubelab.api import errors, patch
+from kubelab.api import errors
 from kubelab.api.resources import Resource
 
-from .registry import DeleteOptions, ListOptions, Registry, WatchStream, patch_error
+from .registry import DeleteOptions, ListOptions, Registry, WatchStream, patcher
 
 Object = dict[str, Any]
 Convert = Callable[[Object], Object]
@@ -115,22 +115,14 @@ class ConvertedView:
         subresource: str = "",
         dry_run: bool = False,
     ) -> Object:
-        media = content_type.split(";")[0].strip().lower()
-        if media not in patch.PATCH_TYPES:
-            raise errors.unsupported_media_type(content_type)
-        if dry_run:
-            raise errors.bad_request(
-                f"dryRun is not supported for patches of {self.view.group_resource}"
-            )
+        patched = patcher(self.view.kind, body, content_type)
 
         def change(old: Object) -> Object:
-            try:
-                patched = patch.apply_patch(self.view.kind, self.to_view(old), body, media)
-            except patch.PatchError as exc:
-                raise patch_error(exc) from None
-            return self._incoming(patched)
+            return self._incoming(patched(self.to_view(old)))
 
-        stored = self.registry.update_with(self.storage, namespace, name, change, user, subresource)
+        stored = self.registry.update_with(
+            self.storage, namespace, name, change, user, subresource, dry_run
+        )
         return self.to_view(stored)
 
     def delete(

@@ -267,6 +267,14 @@ def test_events_are_one_object_in_both_event_apis(lab: Lab, namespace: str) -> N
     assert seen["apiVersion"] == "events.k8s.io/v1"
     assert seen["note"] == "image pulled" and seen["regarding"]["name"] == "box"
     assert seen["deprecatedCount"] == 1 and "message" not in seen
+    dry = lab.api(
+        "PATCH",
+        f"{path}/box.1?dryRun=All",
+        data='{"note":"not stored"}',
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert dry.status_code == 200 and dry.json()["note"] == "not stored"
+    assert lab.api("GET", f"{path}/box.1").json()["note"] == "image pulled"
     selected = lab.api("GET", f"{path}?fieldSelector=regarding.name%3Dbox").json()
     assert [e["metadata"]["name"] for e in selected["items"]] == ["box.1"]
     out = lab.kubectl("events", "-n", namespace).stdout
