@@ -149,6 +149,15 @@ def _emit_json(value: Any) -> None:
     _emit(json.dumps(_etcdctl_json(value), separators=(",", ":")))
 
 
+def _report(ctx: Context, raw: Any, *lines: str) -> int:
+    """A command's answer: the raw response with -w json, else etcdctl's text lines."""
+    if ctx.json:
+        _emit_json(raw)
+    else:
+        _emit(*lines)
+    return 0
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """An ASCII table laid out like etcdctl's: centred headings, right-aligned cells."""
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
@@ -560,30 +569,18 @@ def cmd_watch(ctx: Context) -> int:
 
 def cmd_compaction(ctx: Context) -> int:
     result = ctx.client.compact(ctx.args.revision, physical=ctx.args.physical)
-    if ctx.json:
-        _emit_json(result.raw)
-    else:
-        _emit(f"compacted revision {ctx.args.revision}")
-    return 0
+    return _report(ctx, result.raw, f"compacted revision {ctx.args.revision}")
 
 
 def cmd_lease_grant(ctx: Context) -> int:
     result = ctx.client.lease_grant(ctx.args.ttl)
-    if ctx.json:
-        _emit_json(result.raw)
-    else:
-        _emit(f"lease {result.id:016x} granted with TTL({result.ttl}s)")
-    return 0
+    return _report(ctx, result.raw, f"lease {result.id:016x} granted with TTL({result.ttl}s)")
 
 
 def cmd_lease_revoke(ctx: Context) -> int:
     lease_id = _hex_id(ctx.args.id, "lease")
     result = ctx.client.lease_revoke(lease_id)
-    if ctx.json:
-        _emit_json(result.raw)
-    else:
-        _emit(f"lease {lease_id:016x} revoked")
-    return 0
+    return _report(ctx, result.raw, f"lease {lease_id:016x} revoked")
 
 
 def cmd_lease_keepalive(ctx: Context) -> int:
@@ -624,11 +621,9 @@ def cmd_lease_timetolive(ctx: Context) -> int:
 
 def cmd_lease_list(ctx: Context) -> int:
     result = ctx.client.lease_leases()
-    if ctx.json:
-        _emit_json(result.raw)
-    else:
-        _emit(f"found {len(result.ids)} leases", *(f"{i:016x}" for i in result.ids))
-    return 0
+    return _report(
+        ctx, result.raw, f"found {len(result.ids)} leases", *(f"{i:016x}" for i in result.ids)
+    )
 
 
 def _member_rows(members: Sequence[Member]) -> list[list[str]]:
@@ -687,21 +682,21 @@ def cmd_member_add(ctx: Context) -> int:
 def cmd_member_remove(ctx: Context) -> int:
     member_id = _hex_id(ctx.args.id, "member")
     result = ctx.client.member_remove(member_id)
-    if ctx.json:
-        _emit_json(result.raw)
-    else:
-        _emit(f"Member {member_id:16x} removed from cluster {result.header.cluster_id:16x}")
-    return 0
+    return _report(
+        ctx,
+        result.raw,
+        f"Member {member_id:16x} removed from cluster {result.header.cluster_id:16x}",
+    )
 
 
 def cmd_member_promote(ctx: Context) -> int:
     member_id = _hex_id(ctx.args.id, "member")
     result = ctx.client.member_promote(member_id)
-    if ctx.json:
-        _emit_json(result.raw)
-    else:
-        _emit(f"Member {member_id:16x} promoted in cluster {result.header.cluster_id:16x}")
-    return 0
+    return _report(
+        ctx,
+        result.raw,
+        f"Member {member_id:16x} promoted in cluster {result.header.cluster_id:16x}",
+    )
 
 
 def _target_endpoints(ctx: Context) -> list[str]:
