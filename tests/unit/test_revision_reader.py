@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from controlplane.apiserver.storage import RevisionReader
 
 
@@ -51,9 +53,6 @@ def test_a_store_error_reaches_every_caller_sharing_the_read() -> None:
         raise ConnectionError("store down")
 
     reader = RevisionReader(broken)
-    try:
+    with pytest.raises(ConnectionError) as err:
         reader.current()
-    except ConnectionError as exc:
-        assert "store down" in str(exc)
-    else:
-        raise AssertionError("the error was swallowed")
+    assert "store down" in str(err.value)
