@@ -54,7 +54,6 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 from urllib.parse import urlsplit
 
-import requests
 import urllib3.exceptions
 
 from kubelab import pki
@@ -708,7 +707,7 @@ Op = Put | Get | Delete | Txn
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """`exc` and what it wraps: requests nests urllib3's errors, which nest the OS's."""
+    """`exc` and what it wraps: urllib3's errors nest the OS's and the TLS layer's."""
     seen: set[int] = set()
     todo = [exc]
     while todo:
@@ -767,7 +766,7 @@ def _keep_alive(sock: socket.socket) -> None:
 class _Stream:
     """One streamed gateway call on its own HTTP connection.
 
-    Streams use `http.client` rather than requests because `close` must be able to
+    Streams use `http.client` rather than the urllib3 pool because `close` must be able to
     interrupt a read blocked in another thread (a watch with no events): shutting the
     socket down does that, and only a connection we own exposes its socket.
     """
@@ -942,13 +941,6 @@ class StoreClient:
         self.timeout = timeout
         self._tls_files = (ca_file, cert_file, key_file)
         self._preferred = 0
-        self._session = requests.Session()
-        # Passed with each request: requests lets REQUESTS_CA_BUNDLE override a session's
-        # `verify`, which would silently swap the cluster's CA for the system's.
-        self._verify: str | bool = os.fspath(ca_file) if ca_file else True
-        self._cert: tuple[str, str] | None = None
-        if cert_file is not None and key_file is not None:
-            self._cert = (os.fspath(cert_file), os.fspath(key_file))
         self._ssl: ssl.SSLContext | None = None
         self._http: urllib3.PoolManager | None = None
         self.last_endpoint: str | None = None
@@ -962,7 +954,6 @@ class StoreClient:
         )
 
     def close(self) -> None:
-        self._session.close()
         if self._http is not None:
             self._http.clear()
 
@@ -1286,16 +1277,21 @@ class StoreClient:
 
         def attempt(endpoint: str) -> Health:
             try:
-                r = self._session.get(
-                    endpoint + "/health", timeout=self.timeout, verify=self._verify, cert=self._cert
+                r = self._pool().request(
+                    "GET",
+                    endpoint + "/health",
+                    timeout=urllib3.Timeout(total=self.timeout),
+                    retries=False,
                 )
-            except requests.RequestException as exc:
+            except urllib3.exceptions.HTTPError as exc:
                 raise _Retry(_describe(exc), never_sent=True) from None
             try:
-                data = r.json()
+                data = json.loads(r.data)
             except ValueError:
                 data = {}
-            healthy = str(data.get("health")) == "true" and r.status_code == 200
+            if not isinstance(data, dict):
+                data = {}
+            healthy = str(data.get("health")) == "true" and r.status == 200
             return Health(endpoint, healthy, str(data.get("reason", "")))
 
         return self._failover(attempt, idempotent=True, what="/health")
