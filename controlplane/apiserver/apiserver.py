@@ -172,8 +172,7 @@ class APIServer:
 
     def cached_list(self, plural: str, namespace: str) -> list[dict[str, Any]]:
         r = _resource(plural)
-        prefix = r.registry_prefix() + (f"{namespace}/" if namespace and r.namespaced else "")
-        items, _ = self.cacher.list_objects(r, prefix, lambda o: True)
+        items, _ = self.cacher.list_objects(r, r.collection_prefix(namespace), lambda o: True)
         return items
 
     # -- lifecycle -----------------------------------------------------------------------

@@ -363,7 +363,7 @@ class Registry:
         """`matches` replaces the selectors of `opts` (a converted view filters its own
         form of the objects)."""
         matches = matches or self.matcher(r, opts)
-        prefix = self._prefix(r, namespace)
+        prefix = r.collection_prefix(namespace)
         exact = opts.resource_version_match == "Exact"
         if (opts.limit and opts.resource_version != "0") or opts.continue_token or exact:
             revision = int(opts.resource_version or 0) if exact else 0
@@ -413,7 +413,7 @@ class Registry:
     ) -> WatchStream:
         """Watch events as Kubernetes sends them: {"type": ..., "object": ...}."""
         matches = matches or self.matcher(r, opts)
-        prefix = self._prefix(r, namespace)
+        prefix = r.collection_prefix(namespace)
         since: int | None = None
         if opts.resource_version not in ("", "0") and not opts.send_initial_events:
             since = int(opts.resource_version)
@@ -851,12 +851,6 @@ class Registry:
         if problems:
             name = str(obj.get("metadata", {}).get("name", ""))
             raise errors.invalid_object(r.kind, name, problems, r.group)
-
-    @staticmethod
-    def _prefix(r: Resource, namespace: str) -> str:
-        if r.namespaced and namespace:
-            return r.registry_prefix() + namespace + "/"
-        return r.registry_prefix()
 
     @staticmethod
     def matcher(r: Resource, opts: ListOptions) -> Filter:

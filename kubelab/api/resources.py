@@ -60,6 +60,12 @@ class Resource:
             return f"/registry/{self.plural}/"
         return f"/registry/{self.group}/{self.plural}/"
 
+    def collection_prefix(self, namespace: str = "") -> str:
+        """The storage prefix of the objects in `namespace` ("" for all of them)."""
+        if self.namespaced and namespace:
+            return f"{self.registry_prefix()}{namespace}/"
+        return self.registry_prefix()
+
     def key(self, namespace: str, name: str) -> str:
         if self.namespaced:
             return f"{self.registry_prefix()}{namespace}/{name}"
