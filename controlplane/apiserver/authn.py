@@ -6,6 +6,9 @@ means to be that token's user), else the client certificate, else anonymous:
 * X.509 client certificates from the cluster CA: the TLS layer has verified the chain,
   the subject's CN is the user name and each O is a group (``CN=system:node:w1,
   O=system:nodes`` is the kubelet of node w1; ``O=system:masters`` is a cluster admin).
+  A certificate that did not verify (another CA, expired) reaches us as an
+  `UnverifiedCertificate` and is a 401, as in kube-apiserver, whose TLS layer lets the
+  handshake complete and leaves the verdict to its x509 authenticator.
 * Bearer tokens:
   - service-account tokens: JWTs the apiserver signed with the cluster's service-account
     key (`TokenIssuer`). A token stays valid only while its ServiceAccount (and, for a
@@ -17,10 +20,11 @@ means to be that token's user), else the client certificate, else anonymous:
   ``cluster-info`` ConfigMap a joining node reads). Elsewhere a request without
   credentials gets 401, so a forgotten kubeconfig fails loudly instead of as 403.
 
-Every authenticated user also gets the group ``system:authenticated``. A token that is
-presented but invalid is a 401 even where anonymous would be allowed: a client that sent
-credentials meant to use them. The 401 message says why (expired, unknown, revoked)
-because this is a lab, where telling the operator what to fix matters more than hiding it.
+Every authenticated user also gets the group ``system:authenticated``. A token or a
+certificate that is presented but invalid is a 401 even where anonymous would be allowed:
+a client that sent credentials meant to use them. The 401 message says why (expired,
+unknown, revoked) because this is a lab, where telling the operator what to fix matters
+more than hiding it.
 """
 
 from __future__ import annotations
@@ -73,6 +77,14 @@ class UserInfo:
         if self.extra:
             out["extra"] = self.extra
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class UnverifiedCertificate:
+    """What the TLS layer passes instead of a client certificate (DER bytes) that failed
+    verification against the client CA; `reason` is Go's wording of why, with details."""
+
+    reason: str
 
 
 def anonymous_allowed(path: str) -> bool:
@@ -221,12 +233,17 @@ class Authenticator:
         self.static_tokens = static_tokens or {}
         self.anonymous = anonymous
 
-    def authenticate(self, path: str, client_cert: bytes | None, authorization: str) -> UserInfo:
+    def authenticate(
+        self, path: str, client_cert: bytes | UnverifiedCertificate | None, authorization: str
+    ) -> UserInfo:
         if authorization:
             scheme, _, token = authorization.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
                 raise errors.unauthorized("Unauthorized: only Bearer tokens are accepted")
             return self._token(token.strip())
+        if isinstance(client_cert, UnverifiedCertificate):
+            log.info("Unable to authenticate the request: %s", client_cert.reason)
+            raise errors.unauthorized(f"Unauthorized: {client_cert.reason}")
         if client_cert:
             return user_from_certificate(client_cert)
         if self.anonymous and anonymous_allowed(path):

@@ -5,19 +5,21 @@ The WSGI server is gevent's (`gevent.pywsgi`), chosen over the alternatives beca
 * watches are long-lived streams: hundreds of them must be cheap, which greenlets are
   (a thread-per-request server such as cheroot or waitress needs a thread per watch);
 * it streams a response as the app yields it (chunked), one event per chunk;
-* its request handler is a small class we can extend to hand the verified client
-  certificate to the app (``environ["kubelab.client_cert"]``, DER bytes), which gunicorn's
-  sync and gthread workers do not do;
+* its request handler is a small class we can extend to hand the client certificate to
+  the app (``environ["kubelab.client_cert"]``: DER bytes if it verified, else why not),
+  which gunicorn's sync and gthread workers do not do;
 * it is pure WSGI, so Flask stays the framework, and it is well kept.
 
 ``gevent.monkey.patch_all()`` runs first, so the store client (requests, sockets) and the
 watch cache's threads become cooperative greenlets without changing their code.
 
 TLS: the server presents ``--tls-cert-file`` and asks clients for a certificate
-(optional: tokens are fine too) verified against ``--client-ca-file``. Python's ssl module
-verifies a client certificate during the handshake, so a certificate from a wrong CA is
-refused there ("unknown ca") rather than with a 401 as Go's apiserver does; a request
-without any credential gets the 401.
+(optional: tokens are fine too) to be verified against ``--client-ca-file``. As in Go's
+apiserver, a certificate that does not verify (another CA, expired) does not fail the
+handshake: the request gets a 401 from the authenticator, even on ``/healthz``. Python's
+ssl module cannot defer the verdict like that (it aborts the handshake, "unknown ca"), so
+the TLS is pyOpenSSL's, whose verify callback can; see `tls`. The handshake runs in the
+connection's greenlet, so a slow client never holds up the accept loop.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import argparse  # noqa: E402
 import logging  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
-import ssl  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -38,25 +39,33 @@ from typing import Any  # noqa: E402
 import gevent  # noqa: E402
 from cryptography.hazmat.primitives import serialization  # noqa: E402
 from gevent.pywsgi import WSGIHandler, WSGIServer  # noqa: E402
+from OpenSSL import SSL  # noqa: E402
 
 from kubelab import gcpause  # noqa: E402
 
 from .admission import Chain  # noqa: E402
 from .apiserver import APIServer, Config  # noqa: E402
 from .app import create_app  # noqa: E402
-from .authn import SERVICE_ACCOUNT_ISSUER  # noqa: E402
+from .authn import SERVICE_ACCOUNT_ISSUER, UnverifiedCertificate  # noqa: E402
 from .kubelet import KubeletAuth  # noqa: E402
+from .tls import TLSSocket, server_context  # noqa: E402
 
 log = logging.getLogger("kubelab.apiserver")
 
 
 class CertHandler(WSGIHandler):  # type: ignore[misc]
-    """Adds the client's verified certificate (DER) to the WSGI environ."""
+    """Adds the client's certificate to the WSGI environ: DER bytes if it verified, an
+    `UnverifiedCertificate` (a 401 for the authenticator) if it did not, else None."""
+
+    socket: TLSSocket
 
     def get_environ(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environ()
-        getpeercert = getattr(self.socket, "getpeercert", None)
-        environ["kubelab.client_cert"] = getpeercert(binary_form=True) if getpeercert else None
+        tls = self.socket
+        if tls.client_cert_error is not None:
+            environ["kubelab.client_cert"] = UnverifiedCertificate(tls.client_cert_error)
+        else:
+            environ["kubelab.client_cert"] = tls.client_cert
         # The live-data path takes over the connection for protocol upgrades (exec,
         # port-forward): see `take_over`.
         environ["kubelab.take_over"] = self.take_over
@@ -68,8 +77,8 @@ class CertHandler(WSGIHandler):  # type: ignore[misc]
             environ["kubelab.upgrade"] = upgrade
         return environ
 
-    def take_over(self) -> Any:
-        """Hand the raw client connection to the app (an upgraded stream now owns it):
+    def take_over(self) -> TLSSocket:
+        """Hand the client connection to the app (an upgraded stream now owns it):
         gevent must not write a response of its own, and closes it afterwards."""
         self.headers_sent = True
         self.close_connection = True
@@ -92,27 +101,26 @@ class CertHandler(WSGIHandler):  # type: ignore[misc]
 
 
 class APIHTTPServer(WSGIServer):  # type: ignore[misc]
-    """A refused TLS handshake (wrong CA, plain HTTP) is one log line, not a traceback."""
+    """gevent's WSGI server over pyOpenSSL TLS (gevent's own TLS option is the ssl
+    module's). A failed handshake (plain HTTP, a client that hangs up) is one log line."""
 
-    def wrap_socket_and_handle(self, client_socket: Any, address: Any) -> Any:
+    def __init__(self, listener: Any, application: Any, tls: SSL.Context, **kwargs: Any) -> None:
+        # gevent sets the scheme from its own TLS option, which is not used here.
+        super().__init__(listener, application, environ={"wsgi.url_scheme": "https"}, **kwargs)
+        self.tls = tls
+
+    def handle(self, client_socket: Any, address: Any) -> None:
+        """Runs in the connection's own greenlet; gevent closes `client_socket` after."""
         # gevent writes a response's headers and body with two sends; without NODELAY the
         # second waits for the client's delayed ACK (40 ms on Linux) on every request.
         client_socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = TLSSocket(client_socket, self.tls)
         try:
-            return super().wrap_socket_and_handle(client_socket, address)
-        except ssl.SSLError as exc:
-            log.info("apiserver: TLS handshake with %s refused: %s", address[0], exc.reason or exc)
-            return None
-
-
-def _ssl_context(cert: Path, key: Path, client_ca: Path | None) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(cert, key)
-    if client_ca is not None:
-        ctx.load_verify_locations(client_ca)
-        ctx.verify_mode = ssl.CERT_OPTIONAL
-    return ctx
+            conn.do_handshake()
+        except OSError as exc:
+            log.info("apiserver: TLS handshake with %s failed: %s", address[0], exc)
+            return
+        super().handle(conn, address)
 
 
 def _public_keys(paths: list[Path]) -> list[Any]:
@@ -219,12 +227,11 @@ def main(argv: list[str] | None = None) -> None:
     except RuntimeError as exc:
         log.error("%s", exc)
         raise SystemExit(1) from None
-    ctx = _ssl_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
     http = APIHTTPServer(
         (args.bind_address, args.secure_port),
         create_app(server),
+        server_context(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file),
         handler_class=CertHandler,
-        ssl_context=ctx,
         log=None,
         error_log=logging.getLogger("kubelab.apiserver.http"),
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import requests
 
 from kubelab import pki
@@ -42,9 +41,35 @@ def test_no_credentials_get_401_except_health(lab: Lab) -> None:
 
 
 def test_a_certificate_from_another_ca_is_refused(lab: Lab, tmp_path: Path) -> None:
+    """As in kube-apiserver: the handshake completes and the request gets 401, even where
+    anonymous could read (a client that presented a credential meant to use it)."""
     stranger = _client(lab, tmp_path, "mallory", ["system:masters"], ca=pki.new_ca("evil"))
-    with pytest.raises(requests.exceptions.SSLError):
-        stranger.get(lab.server + "/api/v1/namespaces")
+    for path in ("/api/v1/namespaces", "/healthz"):
+        r = stranger.get(lab.server + path)
+        assert r.status_code == 401, (path, r.text)
+        status = r.json()
+        assert status["kind"] == "Status" and status["reason"] == "Unauthorized"
+        assert "x509: certificate signed by unknown authority" in status["message"]
+    assert "Unable to authenticate the request: x509: certificate signed by unknown" in (
+        lab.plane.log_tail(200)
+    )
+    admin = _client(lab, tmp_path, "carol", ["system:masters"])
+    assert admin.get(lab.server + "/api/v1/namespaces").status_code == 200
+
+
+def test_a_bearer_token_wins_over_a_bad_certificate(lab: Lab, tmp_path: Path) -> None:
+    """kube-apiserver tries its authenticators in turn and takes the first that succeeds;
+    here the token says who the client is, whatever its certificate."""
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    r = lab.api("POST", "/api/v1/namespaces/default/serviceaccounts/default/token", json=request)
+    assert r.status_code == 201, r.text
+    stranger = _client(lab, tmp_path, "mallory", ["system:masters"], ca=pki.new_ca("evil"))
+    r = stranger.get(
+        lab.server + "/api/v1/namespaces",
+        headers={"Authorization": f"Bearer {r.json()['status']['token']}"},
+    )
+    assert r.status_code == 403, r.text
+    assert 'User "system:serviceaccount:default:default"' in r.json()["message"]
 
 
 def test_a_bad_bearer_token_gets_401(lab: Lab) -> None:
