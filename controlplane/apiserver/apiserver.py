@@ -16,7 +16,6 @@ answer and reach the store.
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 from flask import Response, request
 
-from kubelab import storeclient
+from kubelab import fastjson, storeclient
 from kubelab.api import errors
 from kubelab.api.conversion import core_event_to_events_v1, events_v1_to_core_event
 from kubelab.api.resources import RESOURCES, Resource
@@ -200,7 +199,7 @@ class APIServer:
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
             )
         for obj in BOOTSTRAP_POLICY:
-            self._ensure(_resource(obj["kind"].lower() + "s"), "", json.loads(json.dumps(obj)))
+            self._ensure(_resource(obj["kind"].lower() + "s"), "", fastjson.copy(obj))
         for ns in SYSTEM_NAMESPACES:
             self._ensure(
                 _resource("serviceaccounts"),

@@ -17,7 +17,6 @@ Watches stream newline-delimited JSON events, one per chunk, as the real API doe
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
 
+from kubelab import fastjson
 from kubelab.api import errors, resources, tables
 
 from . import discovery, handlers, openapi
@@ -401,7 +401,7 @@ class _WatchBody:
                     "type": ev["type"],
                     "object": tables.to_table(self.r, [ev["object"]], include_object=self.include),
                 }
-            yield json.dumps(ev, separators=(",", ":")).encode() + b"\n"
+            yield fastjson.dumps(ev) + b"\n"
 
     def close(self) -> None:
         if self.closed:

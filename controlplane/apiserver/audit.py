@@ -8,11 +8,12 @@ shutdown, like Kubernetes' batching audit backend. An apiserver without
 from __future__ import annotations
 
 import datetime
-import json
 import threading
 import time
 from pathlib import Path
 from typing import IO
+
+from kubelab import fastjson
 
 from .authn import UserInfo
 from .requestinfo import RequestInfo
@@ -66,7 +67,7 @@ class AuditLog:
                 "subresource": info.subresource,
             }
             event["objectRef"] = {k: v for k, v in ref.items() if v}
-        line = json.dumps(event, separators=(",", ":"))
+        line = fastjson.dumps(event).decode()
         with self._lock:
             self._file.write(line + "\n")
             tick = time.monotonic()

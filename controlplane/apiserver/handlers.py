@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Response, request
 
+from kubelab import fastjson
 from kubelab.api import errors, patch
 from kubelab.api.resources import Resource, lookup
 
@@ -42,9 +43,7 @@ MAX_TOKEN_SECONDS = 365 * 24 * 3600
 
 def json_response(body: Any, status: int = 200) -> Response:
     """A compact JSON answer (the app's and the subresource handlers' one format)."""
-    return Response(
-        json.dumps(body, separators=(",", ":")), status=status, mimetype="application/json"
-    )
+    return Response(fastjson.dumps(body), status=status, mimetype="application/json")
 
 
 def _body() -> Object:

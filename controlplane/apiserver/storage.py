@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelab import storeclient
+from kubelab import fastjson, storeclient
 from kubelab.storeclient import Compare, Delete, Get, Put, StoreClient, TxnResult
 
 log = logging.getLogger("kubelab.apiserver.storage")
@@ -71,13 +71,13 @@ def encode(obj: Object) -> bytes:
     meta = obj.get("metadata")
     if isinstance(meta, dict) and "resourceVersion" in meta:
         obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}}
-    return json.dumps(obj, separators=(",", ":"), sort_keys=False).encode()
+    return fastjson.dumps(obj)
 
 
 def decode(kv: storeclient.KeyValue) -> Object:
     """The stored object, stamped with its resourceVersion; ValueError if the value is
     not a JSON object."""
-    obj = json.loads(kv.value)
+    obj = fastjson.loads(kv.value)
     if not isinstance(obj, dict):
         raise ValueError(f"{kv.key!r} does not hold a JSON object")
     meta = obj.setdefault("metadata", {})
@@ -330,7 +330,7 @@ class Storage:
             if obj is None:
                 raise KeyNotFound(key)
             revision = int(obj["metadata"]["resourceVersion"])
-            new = mutate(json.loads(json.dumps(obj)))
+            new = mutate(fastjson.copy(obj))
             if new is None:
                 return obj, False
             acquire, release = side_keys() if side_keys is not None else ((), ())

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import logging
 import queue
 import threading
@@ -42,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from kubelab import storeclient
+from kubelab import fastjson, storeclient
 from kubelab.api.resources import RESOURCES, Resource
 
 from .storage import Object, Storage, decode
@@ -100,7 +99,7 @@ class Watcher:
             return ev if before else Event(ADDED, ev.key, ev.object, ev.prev, ev.revision)
         if before and ev.prev is not None:
             # Gone from this watcher's view: its last matching state, at the new revision.
-            gone = json.loads(json.dumps(ev.prev))
+            gone = fastjson.copy(ev.prev)
             gone["metadata"]["resourceVersion"] = str(ev.revision)
             return Event(DELETED, ev.key, gone, ev.prev, ev.revision)
         return None
@@ -302,7 +301,7 @@ class Cacher:
         if ev.type == "DELETE":
             if prev is None:
                 return
-            gone = json.loads(json.dumps(prev))
+            gone = fastjson.copy(prev)
             gone["metadata"]["resourceVersion"] = str(revision)
             cache.objects.pop(key, None)
             cache.record(Event(DELETED, key, gone, prev, revision))
