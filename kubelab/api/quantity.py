@@ -92,7 +92,14 @@ def parse_quantity(text: str | int | float) -> Quantity:
     expression ..." or "unable to parse quantity's suffix")."""
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise ValueError(FORMAT_ERROR)
-    source = str(text).strip()
+    return _parse(str(text).strip())
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(source: str) -> Quantity:
+    """`parse_quantity` of a string. Cached: the same few requests and limits are parsed
+    on every pod create (validation, LimitRanger, ResourceQuota), and exact fractions
+    are slow to build."""
     if not source:
         raise ValueError(FORMAT_ERROR)
     negative, whole, fraction, suffix = _scan(source)

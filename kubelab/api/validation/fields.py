@@ -29,10 +29,8 @@ class Path(str):
     __slots__ = ()
 
     def child(self, *names: str) -> Path:
-        text = str(self)
-        for name in names:
-            text = f"{text}.{name}" if text else name
-        return Path(text)
+        text = ".".join(names)
+        return Path(f"{self}.{text}" if self else text)
 
     def item(self, i: int) -> Path:
         return Path(f"{self}[{i}]")
