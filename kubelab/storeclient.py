@@ -42,7 +42,6 @@ import base64
 import contextlib
 import enum
 import http.client
-import json
 import os
 import socket
 import ssl
@@ -54,9 +53,9 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 from urllib.parse import urlsplit
 
-import urllib3.exceptions
+import httptools
 
-from kubelab import pki
+from kubelab import fastjson, pki, storehttp
 
 # -- errors ------------------------------------------------------------------------------
 
@@ -707,7 +706,7 @@ Op = Put | Get | Delete | Txn
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """`exc` and what it wraps: urllib3's errors nest the OS's and the TLS layer's."""
+    """`exc` and what it wraps (the OS's and the TLS layer's errors, as causes)."""
     seen: set[int] = set()
     todo = [exc]
     while todo:
@@ -721,13 +720,6 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         todo.extend(n for n in nested if isinstance(n, BaseException))
 
 
-def _never_sent(exc: BaseException) -> bool:
-    """Whether a failed request certainly did not reach the server (safe to send again)."""
-    return any(
-        isinstance(e, (urllib3.exceptions.ConnectTimeoutError, ssl.SSLError)) for e in _causes(exc)
-    )
-
-
 def _describe(exc: BaseException) -> str:
     """A short reason for a connection failure ("Connection refused", a TLS error)."""
     for e in _causes(exc):
@@ -735,8 +727,6 @@ def _describe(exc: BaseException) -> str:
             return f"TLS: server certificate not trusted ({e.verify_message})"
         if isinstance(e, ssl.SSLError):
             return f"TLS: {e.reason or e}"
-        if isinstance(e, urllib3.exceptions.ConnectTimeoutError) and "timed out" in str(e):
-            return "connect timed out"
         if isinstance(e, OSError) and e.strerror:
             return e.strerror
     return str(exc) or type(exc).__name__
@@ -766,9 +756,10 @@ def _keep_alive(sock: socket.socket) -> None:
 class _Stream:
     """One streamed gateway call on its own HTTP connection.
 
-    Streams use `http.client` rather than the urllib3 pool because `close` must be able to
-    interrupt a read blocked in another thread (a watch with no events): shutting the
-    socket down does that, and only a connection we own exposes its socket.
+    Streams use `http.client` rather than the unary calls' pool (`storehttp`) because
+    `close` must be able to interrupt a read blocked in another thread (a watch with no
+    events): shutting the socket down does that, and only a connection we own exposes its
+    socket.
     """
 
     def __init__(self, endpoint: str, conn: http.client.HTTPConnection) -> None:
@@ -789,15 +780,13 @@ class _Stream:
 
     def open(self, path: str, body: dict[str, Any], timeout: float | None) -> None:
         """Send the request and read the response headers; raise the error if not 200."""
-        self._conn.request(
-            "POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"}
-        )
+        self._conn.request("POST", path, body=fastjson.dumps(body), headers=_JSON_HEADERS)
         response = self._conn.getresponse()
         if response.status != 200:
             raw = response.read()
             self.close()
             try:
-                parsed = json.loads(raw)
+                parsed = fastjson.loads(raw)
             except ValueError:
                 parsed = None
             raise _error_from_body(parsed, response.status, f"{self.endpoint}{path}")
@@ -836,7 +825,7 @@ class _Stream:
         while line := self._readline():
             if not line.strip():
                 continue
-            frame = json.loads(line)
+            frame = fastjson.loads(line)
             if "result" not in frame:
                 err = _error_from_body(frame, 200, self.endpoint)
                 if err.code == GrpcCode.CANCELLED:
@@ -942,8 +931,7 @@ class StoreClient:
         self._tls_files = (ca_file, cert_file, key_file)
         self._preferred = 0
         self._ssl: ssl.SSLContext | None = None
-        self._pools: dict[str, urllib3.HTTPConnectionPool] = {}
-        self._timeout = urllib3.Timeout(total=timeout)
+        self._pools: dict[str, storehttp.Pool] = {}
         self.last_endpoint: str | None = None
         """The endpoint that answered the latest call."""
 
@@ -1009,27 +997,22 @@ class StoreClient:
     def _post(self, path: str, body: dict[str, Any], *, idempotent: bool) -> dict[str, Any]:
         def attempt(endpoint: str) -> dict[str, Any]:
             try:
-                r = self._pool(endpoint).urlopen(
-                    "POST",
-                    path,
-                    body=json.dumps(body).encode(),
-                    headers=_JSON_HEADERS,
-                    timeout=self._timeout,
-                    retries=False,
-                )
-            except urllib3.exceptions.ReadTimeoutError:
+                status, raw = self._pool(endpoint).request("POST", path, fastjson.dumps(body))
+            except storehttp.ResponseTimeout:
                 raise DeadlineExceeded(
                     GrpcCode.DEADLINE_EXCEEDED,
                     f"{endpoint}: no answer to {path} within {self.timeout:g}s",
                 ) from None
-            except urllib3.exceptions.HTTPError as exc:
-                raise _Retry(_describe(exc), _never_sent(exc)) from None
+            except storehttp.ConnectFailed as exc:
+                raise _Retry(exc.strerror or str(exc), never_sent=True) from None
+            except (OSError, httptools.HttpParserError) as exc:
+                raise _Retry(_describe(exc), never_sent=False) from None
             try:
-                data = json.loads(r.data)
+                data = fastjson.loads(raw)
             except ValueError:
                 data = None
-            if r.status != 200 or not isinstance(data, dict):
-                err = _error_from_body(data, r.status, endpoint + path)
+            if status != 200 or not isinstance(data, dict):
+                err = _error_from_body(data, status, endpoint + path)
                 if isinstance(err, Unavailable) and idempotent:
                     raise _Retry(err.message, never_sent=False)
                 raise err
@@ -1037,16 +1020,13 @@ class StoreClient:
 
         return self._failover(attempt, idempotent=idempotent, what=path)
 
-    def _pool(self, endpoint: str) -> urllib3.HTTPConnectionPool:
-        """The connection pool of `endpoint` for unary calls: urllib3's per-host pool
-        directly, because requests' per-call overhead (environment and cookie handling)
-        was a third of the apiserver's CPU for a store read, and a PoolManager's URL
-        parsing and pool lookup another 60 us a call."""
+    def _pool(self, endpoint: str) -> storehttp.Pool:
+        """The kept-alive connections to `endpoint` for unary calls (`storehttp`: urllib3's
+        request path was a quarter of the apiserver's CPU per pod create)."""
         pool = self._pools.get(endpoint)
         if pool is None:
-            tls = {"ssl_context": self._ssl_context()} if endpoint.startswith("https:") else {}
-            pool = urllib3.connection_from_url(endpoint, maxsize=32, **tls)
-            self._pools[endpoint] = pool
+            tls = self._ssl_context() if endpoint.startswith("https:") else None
+            pool = self._pools[endpoint] = storehttp.Pool(endpoint, self.timeout, tls)
         return pool
 
     def _ssl_context(self) -> ssl.SSLContext:
@@ -1280,18 +1260,16 @@ class StoreClient:
 
         def attempt(endpoint: str) -> Health:
             try:
-                r = self._pool(endpoint).urlopen(
-                    "GET", "/health", timeout=self._timeout, retries=False
-                )
-            except urllib3.exceptions.HTTPError as exc:
+                status, raw = self._pool(endpoint).request("GET", "/health")
+            except (OSError, httptools.HttpParserError) as exc:
                 raise _Retry(_describe(exc), never_sent=True) from None
             try:
-                data = json.loads(r.data)
+                data = fastjson.loads(raw)
             except ValueError:
                 data = {}
             if not isinstance(data, dict):
                 data = {}
-            healthy = str(data.get("health")) == "true" and r.status == 200
+            healthy = str(data.get("health")) == "true" and status == 200
             return Health(endpoint, healthy, str(data.get("reason", "")))
 
         return self._failover(attempt, idempotent=True, what="/health")
