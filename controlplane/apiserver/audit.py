@@ -69,6 +69,8 @@ class AuditLog:
             event["objectRef"] = {k: v for k, v in ref.items() if v}
         line = fastjson.dumps(event).decode()
         with self._lock:
+            if self._file is None:
+                return  # closed meanwhile: the server is stopping, a watch outlived it
             self._file.write(line + "\n")
             tick = time.monotonic()
             if tick - self._flushed >= 1.0:
@@ -76,5 +78,9 @@ class AuditLog:
                 self._flushed = tick
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
+        """Flush and close; requests that end afterwards (watches still open while the
+        server stops) are not recorded, rather than failing on a closed file."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
