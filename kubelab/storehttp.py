@@ -117,10 +117,7 @@ class Pool:
                 sock = self._idle.pop()
             except IndexError:  # another caller took the last one
                 break
-            # An idle connection has nothing to read unless the server closed it (EOF) or
-            # broke the protocol: either way it must not carry a request.
-            readable, _, _ = select.select([sock], [], [], 0)
-            if not readable:
+            if not _readable(sock):
                 return sock
             sock.close()
         return self._connect()
@@ -149,6 +146,19 @@ class Pool:
                 raise ConnectionResetError("the store closed the connection before answering")
             response.parser.feed_data(data)
         return response.parser.get_status_code(), b"".join(response.body), response.keep_alive
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether an idle connection has something to read: it should not, unless the server
+    closed it (EOF) or broke the protocol, and then it must not carry a request. poll()
+    where there is one (select() refuses descriptors above 1023); gevent's monkey-patching
+    removes it, and its select() has no such limit."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable)
 
 
 def _reason(exc: OSError) -> str:
