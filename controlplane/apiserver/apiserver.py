@@ -28,7 +28,7 @@ from kubelab.api import errors
 from kubelab.api.conversion import core_event_to_events_v1, events_v1_to_core_event
 from kubelab.api.resources import RESOURCES, Resource
 
-from . import kubelet
+from . import authz, kubelet
 from .admission import SYSTEM_NAMESPACES, Chain
 from .audit import AuditLog
 from .authn import (
@@ -199,7 +199,7 @@ class APIServer:
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
             )
         for obj in BOOTSTRAP_POLICY:
-            self._ensure(_resource(obj["kind"].lower() + "s"), "", fastjson.copy(obj))
+            self._reconcile_policy(_resource(obj["kind"].lower() + "s"), fastjson.copy(obj))
         for ns in SYSTEM_NAMESPACES:
             self._ensure(
                 _resource("serviceaccounts"),
@@ -282,6 +282,33 @@ class APIServer:
         except errors.StatusError as exc:
             if exc.code != 409:
                 raise
+
+    def _reconcile_policy(self, r: Resource, wanted: dict[str, Any]) -> None:
+        """Create a bootstrap role or binding, or add to it what this version's policy has
+        and it lacks (`authz.reconcile`)."""
+        name = wanted["metadata"]["name"]
+        existing = self.storage.get(r.key("", name))
+        if existing is None:
+            self._ensure(r, "", wanted)
+            return
+        if "roleRef" in wanted and existing.get("roleRef") != wanted["roleRef"]:
+            log.warning(
+                "apiserver: %s %s refers to %s, not %s as the default policy does; left as "
+                "it is (delete it to have it recreated)",
+                r.group_resource,
+                name,
+                existing.get("roleRef"),
+                wanted["roleRef"],
+            )
+            return
+        if authz.reconcile(existing, wanted) is None:
+            return
+
+        def change(current: dict[str, Any]) -> dict[str, Any]:
+            return authz.reconcile(current, wanted) or current
+
+        self.registry.update_with(r, "", name, change, SYSTEM, "")
+        log.info("apiserver: reconciled %s %s with the default policy", r.group_resource, name)
 
     # -- what the app serves -------------------------------------------------------------
 

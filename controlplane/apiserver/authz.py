@@ -13,8 +13,11 @@ Node and Lease, write the status of pods bound to it, create events and CSRs, an
 Secrets and ConfigMaps its pods mount. The NodeRestriction admission plugin completes it
 for writes whose target is only known from the body.
 
-The default roles and bindings (`BOOTSTRAP_POLICY`) are created by the apiserver at start,
-as Kubernetes' RBAC bootstrap hook does; an operator's changes to them are kept.
+The default roles and bindings (`BOOTSTRAP_POLICY`) are reconciled by the apiserver at
+start, as Kubernetes' RBAC bootstrap hook does (`reconcile`): missing ones are created, and
+rules or subjects a newer kubelab added are added to existing ones, keeping what an
+operator added. An object annotated ``rbac.authorization.kubernetes.io/autoupdate:
+"false"`` is left as it is.
 """
 
 from __future__ import annotations
@@ -357,14 +360,19 @@ def _edit_rules() -> list[Object]:
     ]
 
 
+AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
+
+_BOOTSTRAP_META = {
+    "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+    "annotations": {AUTOUPDATE: "true"},
+}
+
+
 def _cluster_role(name: str, rules: list[Object]) -> Object:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-        },
+        "metadata": {"name": name, **_BOOTSTRAP_META},
         "rules": rules,
     }
 
@@ -373,16 +381,30 @@ def _binding(name: str, role: str, subjects: list[tuple[str, str]]) -> Object:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-        },
+        "metadata": {"name": name, **_BOOTSTRAP_META},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
         "subjects": [
             {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": n}
             for kind, n in subjects
         ],
     }
+
+
+def reconcile(existing: Object, wanted: Object) -> Object | None:
+    """`existing` with what the bootstrap object `wanted` has and it lacks (rules of a
+    role, subjects of a binding), or None if it lacks nothing or must not be touched
+    (annotated autoupdate "false"). What an operator added stays."""
+    meta = existing.get("metadata") or {}
+    if (meta.get("annotations") or {}).get(AUTOUPDATE) == "false":
+        return None
+    field = "subjects" if "roleRef" in wanted else "rules"
+    have = existing.get(field) or []
+    missing = [item for item in wanted[field] if item not in have]
+    if not missing:
+        return None
+    updated = dict(existing)
+    updated[field] = [*have, *missing]
+    return updated
 
 
 _HEALTH = [
