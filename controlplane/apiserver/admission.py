@@ -11,9 +11,9 @@ then validation, then the validating ones (`validate`):
 * LimitRanger: containers without requests/limits get the namespace's LimitRange defaults;
   values outside its min/max are refused.
 * ResourceQuota: a create that would push a namespace over a quota's ``hard`` limits is
-  refused with the quota's numbers (counts of core objects, requests and limits of pods;
-  counts of other groups' objects such as ``count/deployments.apps`` are not enforced
-  yet). Usage is counted from the watch cache at admission time, so two creates racing
+  refused with the quota's numbers (object counts, ``pods`` or ``count/pods`` for core
+  resources and ``count/deployments.apps`` for other groups; requests and limits of
+  pods). Usage is counted from the watch cache at admission time, so two creates racing
   for the last unit can both pass; Kubernetes closes that gap by writing the quota's
   usage with a compare-and-swap first.
 * DefaultTolerationSeconds: pods tolerate ``not-ready`` and ``unreachable`` nodes for 300 s
@@ -36,8 +36,9 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from kubelab.api import errors
+from kubelab.api import errors, resources
 from kubelab.api.quantity import Quantity, parse_quantity
+from kubelab.api.resources import Resource
 
 from .authn import UserInfo
 from .authz import MASTERS, NODE_PREFIX, NODES, Authorizer
@@ -238,7 +239,7 @@ class Chain(Admission):
         quotas = self.list_objects("resourcequotas", attrs.namespace)
         if not quotas:
             return
-        adding = _usage(attrs.resource.plural, attrs.object or {})
+        adding = _usage(attrs.resource, attrs.object or {})
         current: dict[str, Fraction] | None = None
         for q in quotas:
             hard = q.get("spec", {}).get("hard") or {}
@@ -246,7 +247,7 @@ class Chain(Admission):
             if not relevant:
                 continue
             if current is None:
-                current = self._namespace_usage(attrs.namespace)
+                current = self._namespace_usage(attrs.namespace, attrs.resource)
             over = [
                 k for k, v in relevant.items() if current.get(k, Fraction(0)) + adding[k] > _q(v)
             ]
@@ -262,24 +263,24 @@ class Chain(Admission):
                     f"limited: {limited}",
                 )
 
-    def _namespace_usage(self, namespace: str) -> dict[str, Fraction]:
+    def _namespace_usage(self, namespace: str, creating: Resource) -> dict[str, Fraction]:
+        """What the namespace uses now: the core kinds quotas know by name, and the kind
+        being created (for its ``count/<resource>.<group>``)."""
         total: dict[str, Fraction] = {}
-        for plural in (
-            "pods",
-            "services",
-            "configmaps",
-            "secrets",
-            "persistentvolumeclaims",
-            "replicationcontrollers",
-            "resourcequotas",
-        ):
-            for obj in self.list_objects(plural, namespace):
-                if plural == "pods" and obj.get("status", {}).get("phase") in (
+        kinds = [resources.lookup("", "v1", plural) for plural in _QUOTA_CORE]
+        if creating.plural not in _QUOTA_CORE or creating.group:
+            kinds.append(creating)
+        for r in kinds:
+            assert r is not None
+            for obj in self.list_objects(
+                f"{r.plural}.{r.group}" if r.group else r.plural, namespace
+            ):
+                if r.plural == "pods" and obj.get("status", {}).get("phase") in (
                     "Succeeded",
                     "Failed",
                 ):
                     continue
-                for k, v in _usage(plural, obj).items():
+                for k, v in _usage(r, obj).items():
                     total[k] = total.get(k, Fraction(0)) + v
         return total
 
@@ -378,18 +379,24 @@ def _default_tolerations(pod: Object) -> None:
         )
 
 
-def _usage(plural: str, obj: Object) -> dict[str, Fraction]:
+_QUOTA_CORE = (
+    "pods",
+    "services",
+    "configmaps",
+    "secrets",
+    "persistentvolumeclaims",
+    "replicationcontrollers",
+    "resourcequotas",
+)
+"""Core kinds a quota can also count by their plain name (``pods: 10``)."""
+
+
+def _usage(r: Resource, obj: Object) -> dict[str, Fraction]:
     """What one object counts against a quota."""
-    out = {f"count/{plural}": Fraction(1)}  # core resources: count/pods
-    if plural in (
-        "pods",
-        "services",
-        "configmaps",
-        "secrets",
-        "persistentvolumeclaims",
-        "replicationcontrollers",
-        "resourcequotas",
-    ):
+    plural = r.plural
+    # count/pods for core resources, count/deployments.apps for the others
+    out = {f"count/{plural}.{r.group}" if r.group else f"count/{plural}": Fraction(1)}
+    if plural in _QUOTA_CORE and not r.group:
         out[plural] = Fraction(1)
     if plural == "pods":
         for c in obj.get("spec", {}).get("containers", []):

@@ -97,12 +97,16 @@ class Config:
     node_authorizer: bool = True
 
 
-def _resource(plural: str) -> Resource:
-    """Stored resources by plural; core and RBAC names are unique among those."""
+def _resource(name: str) -> Resource:
+    """A stored resource by plural ("pods", "roles": core and RBAC names are unique among
+    those) or by plural.group ("deployments.apps")."""
+    plural, _, group = name.partition(".")
     for r in RESOURCES:
-        if r.plural == plural and r.stored and r.group in ("", "rbac.authorization.k8s.io"):
+        if r.plural != plural or not r.stored:
+            continue
+        if r.group == group if group else r.group in ("", "rbac.authorization.k8s.io"):
             return r
-    raise KeyError(plural)
+    raise KeyError(name)
 
 
 class APIServer:

@@ -291,3 +291,17 @@ def test_server_side_apply_creates_then_merges(lab: Lab, namespace: str) -> None
     dep = lab.kubectl_json("get", "deploy", "web", "-n", namespace)
     assert dep["spec"]["replicas"] == 4
     assert [c["name"] for c in dep["spec"]["template"]["spec"]["containers"]] == ["nginx"]
+
+
+def test_a_resource_quota_refuses_what_would_exceed_it(lab: Lab, namespace: str) -> None:
+    ns = ["-n", namespace]
+    lab.kubectl("create", "quota", "q", "--hard=pods=1,count/deployments.apps=1", *ns)
+    lab.wait_for(f"/api/v1/namespaces/{namespace}/resourcequotas/q")
+    lab.kubectl("create", "deployment", "d1", "--image=busybox:1.36", *ns)
+    refused = lab.kubectl("create", "deployment", "d2", "--image=busybox:1.36", *ns, check=False)
+    assert refused.returncode != 0
+    assert "exceeded quota: q" in refused.stderr, refused.stderr
+    assert "count/deployments.apps=1" in refused.stderr
+    lab.kubectl("run", "p1", "--image=busybox:1.36", *ns)
+    refused = lab.kubectl("run", "p2", "--image=busybox:1.36", *ns, check=False)
+    assert "exceeded quota: q" in refused.stderr and "pods=1" in refused.stderr, refused.stderr
