@@ -57,7 +57,7 @@ class LocalControlPlane:
     """The processes of a control plane in `directory` (module docstring).
 
     `controller_manager=False` leaves the controller-manager out, for measuring the
-    apiserver alone."""
+    apiserver alone; `store_args` are extra flags for every store member."""
 
     def __init__(
         self,
@@ -68,11 +68,16 @@ class LocalControlPlane:
         port: int | None = None,
         extra_args: list[str] | None = None,
         controller_manager: bool = True,
+        store_args: list[str] | None = None,
     ) -> None:
         self.dir = directory
         self.pki = directory / "pki"
         self.port = port or free_port()
-        self.store = None if etcd_servers else LocalCluster(directory / "store", size=store_members)
+        self.store = (
+            None
+            if etcd_servers
+            else LocalCluster(directory / "store", size=store_members, extra_args=store_args)
+        )
         self.etcd_servers = etcd_servers or [m.client_url for m in self.store.members]  # type: ignore[union-attr]
         self.extra_args = extra_args or []
         self.with_controller_manager = controller_manager

@@ -875,7 +875,8 @@ class Registry:
 
     @staticmethod
     def _store_call(call: Callable[[], _T]) -> _T:
-        """Store failures as Status errors: 410 for compacted history, 503 for no quorum."""
+        """Store failures as Status errors: 410 for compacted history, 503 for no quorum,
+        500 saying what to do for a store out of space."""
         try:
             return call()
         except storeclient.CompactedError as exc:
@@ -891,6 +892,17 @@ class Registry:
         except (storeclient.Unavailable, storeclient.DeadlineExceeded) as exc:
             raise errors.service_unavailable(
                 f"the store is unavailable ({exc}); the apiserver will retry, try again"
+            ) from None
+        except storeclient.ResourceExhausted as exc:
+            if "space exceeded" not in exc.message:  # etcd's "too many requests"
+                raise errors.service_unavailable(
+                    f"the store is overloaded ({exc}); try again"
+                ) from None
+            raise errors.internal_error(
+                f"the store refuses writes: {exc}. Reads still work. To recover, delete "
+                "what is not needed, then compact the store's history and lift the alarm: "
+                "labctl store compaction <current revision>; labctl store alarm disarm "
+                "(or raise --quota-backend-bytes)"
             ) from None
 
 

@@ -133,3 +133,39 @@ def test_members_killed_lose_no_write_and_no_watch_event(plane: LocalControlPlan
     assert sorted(set(watcher.added)) == names
     assert len(watcher.added) == len(names), "an event was delivered twice"
     assert watcher.gone == 0, "the watch was told its resourceVersion is too old"
+
+
+def test_a_full_store_refuses_writes_with_what_to_do(tmp_path: Path) -> None:
+    plane = LocalControlPlane(
+        tmp_path,
+        store_members=1,
+        controller_manager=False,
+        store_args=["--quota-backend-bytes", str(2 * 1024 * 1024)],
+    )
+    try:
+        plane.start(timeout=120)
+        session = plane.session()
+        url = f"{plane.server}/api/v1/namespaces/default/configmaps"
+        big = "x" * 200_000
+        refused = None
+        for i in range(40):
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"big-{i}"},
+                "data": {"blob": big},
+            }
+            r = session.post(url, json=body, timeout=10)
+            if r.status_code != 201:
+                refused = r
+                break
+        assert refused is not None, "the store never filled up"
+        status = refused.json()
+        assert refused.status_code == 500 and status["kind"] == "Status", refused.text
+        assert "database space exceeded" in status["message"]
+        assert "labctl store alarm disarm" in status["message"]
+        # Reads still work.
+        listed = session.get(url, timeout=10)
+        assert listed.status_code == 200 and len(listed.json()["items"]) == i
+    finally:
+        plane.stop()
