@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask, Response, g, request
 
 from kubelab import fastjson
-from kubelab.api import errors, resources, tables
+from kubelab.api import errors, patch, resources, tables
 
 from . import discovery, handlers, openapi
 from .authn import UserInfo
@@ -335,6 +335,16 @@ def _dispatch(
         body = decode_body(request.get_data(), request.content_type or "")
         return json_response(reg.update(r, ns, info.name, body, user, dry_run=dry_run))
     if verb == "patch":
+        media = (request.content_type or "").split(";")[0].strip().lower()
+        if media == patch.APPLY_PATCH and isinstance(reg, Registry):
+            manager = args.get("fieldManager", "")
+            if not manager:
+                raise errors.bad_request(
+                    "fieldManager is required for apply requests: name the applier "
+                    "(kubectl sends fieldManager=kubectl)"
+                )
+            applied = reg.apply(r, ns, info.name, request.get_data(), user, manager, dry_run)
+            return json_response(applied)
         return json_response(
             reg.patch(
                 r,

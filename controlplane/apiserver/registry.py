@@ -35,7 +35,7 @@ from typing import Any, Protocol, TypeVar
 import yaml
 
 from kubelab import storeclient
-from kubelab.api import errors, patch, protobuf, selectors
+from kubelab.api import errors, managedfields, patch, protobuf, selectors
 from kubelab.api.defaults import apply_defaults
 from kubelab.api.resources import Resource
 from kubelab.api.validation import validate
@@ -544,41 +544,85 @@ class Registry:
         subresource: str = "",
         dry_run: bool = False,
     ) -> Object:
-        media = content_type.split(";")[0].strip().lower()
-        if media == patch.APPLY_PATCH and not subresource:
-            return self._apply(r, namespace, name, body, user, dry_run)
         patched = patcher(r.kind, body, content_type)
         return self._write(r, namespace, name, patched, user, subresource, dry_run)
 
-    def _apply(
-        self, r: Resource, namespace: str, name: str, body: bytes, user: Any, dry_run: bool
+    def apply(
+        self,
+        r: Resource,
+        namespace: str,
+        name: str,
+        body: bytes,
+        user: Any,
+        manager: str,
+        dry_run: bool = False,
     ) -> Object:
-        """Server-side apply (``kubectl apply --server-side``), simplified: the applied
-        configuration creates the object, or is merged into it as a strategic merge patch
-        (a merge patch for kinds without patch metadata). Field ownership
-        (managedFields), conflicts and the removal of fields a manager stopped applying
-        are not tracked."""
+        """Server-side apply (``kubectl apply --server-side``) by field manager `manager`.
+
+        The applied configuration creates the object, or is merged into it as a strategic
+        merge patch (a merge patch for kinds without patch metadata). The fields it sets
+        are recorded in ``metadata.managedFields`` as the manager's Apply entry, so that
+        a field the manager applied before and applies no more is removed, unless
+        another applier still applies it (`kubelab.api.managedfields`).
+
+        Simplified: only appliers own fields. Changes by updates and patches (kubectl
+        edit, scale, label) are not recorded, so there are no conflicts to report, and a
+        field an applier dropped is removed even if an update changed it since."""
         config = decode_body(body, "application/yaml")
         meta = config.get("metadata")
         if not isinstance(meta, dict) or meta.get("name", name) != name:
             raise errors.bad_request(
                 "the applied object must have metadata.name equal to the name in the URL"
             )
+        if "managedFields" in meta:
+            raise errors.bad_request(
+                "metadata.managedFields must be nil: the applied configuration names the "
+                "fields it sets; remove managedFields from it"
+            )
         self._check_type(r, config)
+        applied = managedfields.field_set(r.kind, config)
+        entry = {
+            "manager": manager,
+            "operation": "Apply",
+            "apiVersion": r.api_version,
+            "time": strategy.now_rfc3339(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": managedfields.to_fields_v1(applied),
+        }
         if self.storage.get(r.key(namespace, name)) is None:
+            meta["managedFields"] = [entry]
             return self.create(r, namespace, config, user, dry_run)
 
-        def applied(old: Object) -> Object:
+        def applied_to(old: Object) -> Object:
             try:
-                return patch.strategic_merge_patch(r.kind, old, config)
+                merged = patch.strategic_merge_patch(r.kind, old, config)
             except patch.UnsupportedPatchError:
                 merged = patch.merge_patch(old, config)
-                assert isinstance(merged, dict)
-                return merged
             except patch.PatchError as exc:
                 raise patch_error(exc) from None
+            entries = [
+                e
+                for e in old["metadata"].get("managedFields") or []
+                if isinstance(e, dict) and e.get("operation") == "Apply"
+            ]
+            mine = [e for e in entries if e.get("manager") == manager]
+            previous = managedfields.from_fields_v1(mine[0].get("fieldsV1")) if mine else set()
+            kept: set[managedfields.Path] = set()
+            for e in entries:
+                if e.get("manager") != manager:
+                    kept |= managedfields.from_fields_v1(e.get("fieldsV1"))
+            # Whole list elements first: their fields' paths find them by key.
+            for path in sorted(previous - applied - kept, key=lambda p: p[-1] != "."):
+                managedfields.remove(merged, path)
+            others = [
+                e
+                for e in merged["metadata"].get("managedFields") or []
+                if not (e.get("manager") == manager and e.get("operation") == "Apply")
+            ]
+            merged["metadata"]["managedFields"] = [*others, entry]
+            return merged
 
-        return self._write(r, namespace, name, applied, user, "", dry_run)
+        return self._write(r, namespace, name, applied_to, user, "", dry_run)
 
     def update_with(
         self,

@@ -100,6 +100,9 @@ def prepare_for_update(resource: Resource, new: Object, old: Object) -> None:
             meta[owned] = old_meta[owned]
         else:
             meta.pop(owned, None)
+    if not meta.get("managedFields") and old_meta.get("managedFields"):
+        # A client that sends none (most do) leaves the record of appliers as it is.
+        meta["managedFields"] = old_meta["managedFields"]
     if has_status_subresource(resource) or resource.kind == "Pod":
         if "status" in old:
             new["status"] = copy.deepcopy(old["status"])

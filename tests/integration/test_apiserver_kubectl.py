@@ -293,6 +293,34 @@ def test_server_side_apply_creates_then_merges(lab: Lab, namespace: str) -> None
     assert [c["name"] for c in dep["spec"]["template"]["spec"]["containers"]] == ["nginx"]
 
 
+def test_server_side_apply_removes_what_the_applier_no_longer_applies(
+    lab: Lab, namespace: str
+) -> None:
+    ns = ["-n", namespace]
+    with_tier = DEPLOYMENT.replace(
+        "labels: {app: web}\nspec:", "labels: {app: web, tier: a}\nspec:"
+    )
+    with_sidecar = with_tier.replace(
+        "        - containerPort: 80\n",
+        "        - containerPort: 80\n      - name: sidecar\n        image: busybox:1.36\n",
+    )
+    lab.kubectl("apply", "--server-side", *ns, "-f", "-", input=with_sidecar)
+    lab.kubectl("label", "deploy", "web", "extra=1", *ns)  # not an applier's: stays
+    lab.kubectl("apply", "--server-side", *ns, "-f", "-", input=DEPLOYMENT)
+    dep = lab.kubectl_json("get", "deploy", "web", *ns, "--show-managed-fields")
+    assert dep["metadata"]["labels"] == {"app": "web", "extra": "1"}
+    assert [c["name"] for c in dep["spec"]["template"]["spec"]["containers"]] == ["nginx"]
+    [entry] = [e for e in dep["metadata"]["managedFields"] if e["operation"] == "Apply"]
+    assert entry["manager"] == "kubectl" and entry["fieldsType"] == "FieldsV1"
+    assert "f:replicas" in entry["fieldsV1"]["f:spec"]
+    assert "f:tier" not in entry["fieldsV1"]["f:metadata"]["f:labels"]
+    # Fields another applier applies are kept when this one drops them.
+    lab.kubectl("apply", "--server-side", "--field-manager=team-b", *ns, "-f", "-", input=with_tier)
+    lab.kubectl("apply", "--server-side", *ns, "-f", "-", input=DEPLOYMENT)
+    labels = lab.kubectl_json("get", "deploy", "web", *ns)["metadata"]["labels"]
+    assert labels["tier"] == "a"
+
+
 def test_a_resource_quota_refuses_what_would_exceed_it(lab: Lab, namespace: str) -> None:
     ns = ["-n", namespace]
     lab.kubectl("create", "quota", "q", "--hard=pods=1,count/deployments.apps=1", *ns)
