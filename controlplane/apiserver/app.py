@@ -333,17 +333,29 @@ def _dispatch(
         return json_response(reg.create(r, ns, body, user, dry_run), 201)
     if verb == "update":
         body = decode_body(request.get_data(), request.content_type or "")
-        return json_response(reg.update(r, ns, info.name, body, user, dry_run=dry_run))
+        manager = handlers.field_manager()
+        return json_response(
+            reg.update(r, ns, info.name, body, user, dry_run=dry_run, manager=manager)
+        )
     if verb == "patch":
         media = (request.content_type or "").split(";")[0].strip().lower()
         if media == patch.APPLY_PATCH and isinstance(reg, Registry):
-            manager = args.get("fieldManager", "")
-            if not manager:
+            if not args.get("fieldManager"):
                 raise errors.bad_request(
                     "fieldManager is required for apply requests: name the applier "
                     "(kubectl sends fieldManager=kubectl)"
                 )
-            applied = reg.apply(r, ns, info.name, request.get_data(), user, manager, dry_run)
+            force = args.get("force", "").lower() in ("true", "1")
+            applied = reg.apply(
+                r,
+                ns,
+                info.name,
+                request.get_data(),
+                user,
+                handlers.field_manager(),
+                dry_run,
+                force,
+            )
             return json_response(applied)
         return json_response(
             reg.patch(
@@ -354,6 +366,7 @@ def _dispatch(
                 request.content_type or "",
                 user,
                 dry_run=dry_run,
+                manager=handlers.field_manager(),
             )
         )
     if verb == "delete":

@@ -54,6 +54,19 @@ def _dry_run() -> bool:
     return parse_dry_run(request.args.get("dryRun"))
 
 
+def field_manager() -> str:
+    """Who is writing, for ``metadata.managedFields``: the request's ``fieldManager``, or
+    else its User-Agent up to the first "/" ("kubectl"), as kube-apiserver does."""
+    given = request.args.get("fieldManager")
+    agent = request.headers.get("User-Agent", "")
+    manager = given if given is not None else agent.split("/")[0]
+    if len(manager) > 128:
+        raise errors.bad_request(
+            f"fieldManager: must be at most 128 characters, not {len(manager)}"
+        )
+    return manager or "unknown"
+
+
 def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -> Response:
     sub, verb = info.subresource, info.verb
     if sub not in r.subresources:
@@ -136,7 +149,14 @@ def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: Use
         {"metadata": {"resourceVersion": rv} if rv else {}, "spec": {"replicas": replicas}}
     ).encode()
     updated = reg.patch(
-        r, ns, info.name, body, "application/merge-patch+json", user, dry_run=_dry_run()
+        r,
+        ns,
+        info.name,
+        body,
+        "application/merge-patch+json",
+        user,
+        dry_run=_dry_run(),
+        manager=field_manager(),
     )
     return json_response(strategy.to_scale(r, updated))
 

@@ -84,7 +84,12 @@ class ConvertedView:
         return ConvertedStream(stream, self.view, self.to_view)
 
     def create(
-        self, r: Resource, namespace: str, obj: Object, user: Any, dry_run: bool = False
+        self,
+        r: Resource,
+        namespace: str,
+        obj: Object,
+        user: Any,
+        dry_run: bool = False,
     ) -> Object:
         stored = self.registry.create(self.storage, namespace, self._incoming(obj), user, dry_run)
         return self.to_view(stored)
@@ -98,9 +103,17 @@ class ConvertedView:
         user: Any,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Object:
         stored = self.registry.update(
-            self.storage, namespace, name, self._incoming(obj), user, subresource, dry_run
+            self.storage,
+            namespace,
+            name,
+            self._incoming(obj),
+            user,
+            subresource,
+            dry_run,
+            manager,
         )
         return self.to_view(stored)
 
@@ -114,6 +127,7 @@ class ConvertedView:
         user: Any,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Object:
         patched = patcher(self.view.kind, body, content_type)
 
@@ -121,7 +135,7 @@ class ConvertedView:
             return self._incoming(patched(self.to_view(old)))
 
         stored = self.registry.update_with(
-            self.storage, namespace, name, change, user, subresource, dry_run
+            self.storage, namespace, name, change, user, subresource, dry_run, manager
         )
         return self.to_view(stored)
 

@@ -150,3 +150,125 @@ def _child(node: Any, step: str) -> Any:
 
 def _matches(item: Any, key: dict[str, Any]) -> bool:
     return isinstance(item, dict) and all(item.get(k) == v for k, v in key.items())
+
+
+_MISSING = object()
+
+
+def value_at(obj: dict[str, Any], path: Path) -> Any:
+    """The value at `path` in `obj` (a list element itself for a trailing ``.``, the
+    value for a ``v:`` step), or a sentinel that equals nothing else when absent."""
+    node: Any = obj
+    for step in path:
+        if step == ".":
+            return node
+        if step.startswith("v:"):
+            value = json.loads(step[2:])
+            return value if isinstance(node, list) and value in node else _MISSING
+        node = _child(node, step)
+        if node is None:
+            return _MISSING
+    return node
+
+
+def changes(kind: str, old: dict[str, Any], new: dict[str, Any]) -> tuple[FieldSet, FieldSet]:
+    """What a write changed: the fields `new` sets with a value other than `old`'s, and
+    the fields `old` set that `new` no longer does."""
+    before, after = field_set(kind, old), field_set(kind, new)
+    changed = {
+        p
+        for p in after
+        if p not in before or (p[-1] != "." and value_at(old, p) != value_at(new, p))
+    }
+    return changed, before - after
+
+
+def entry(manager: str, operation: str, api_version: str, now: str, fields: FieldSet) -> Any:
+    """A ``metadata.managedFields`` entry."""
+    return {
+        "manager": manager,
+        "operation": operation,
+        "apiVersion": api_version,
+        "time": now,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": to_fields_v1(fields),
+    }
+
+
+def owned(entries: Any) -> list[tuple[dict[str, Any], FieldSet]]:
+    """Each well-formed entry of ``metadata.managedFields`` with its fields."""
+    out = []
+    for e in entries if isinstance(entries, list) else []:
+        if isinstance(e, dict) and isinstance(e.get("manager"), str):
+            out.append((e, from_fields_v1(e.get("fieldsV1"))))
+    return out
+
+
+def without(entries: Any, taken: FieldSet, now: str, keep: Any = None) -> list[Any]:
+    """The entries with the fields in `taken` no longer theirs; an entry left with no
+    field goes. `keep` (an entry) is left out altogether, for its owner to rewrite."""
+    out = []
+    for e, fields in owned(entries):
+        if e is keep:
+            continue
+        left = fields - taken
+        if left == fields:
+            out.append(e)
+        elif left:
+            out.append({**e, "time": now, "fieldsV1": to_fields_v1(left)})
+    return out
+
+
+def find(entries: Any, manager: str, operation: str) -> tuple[Any, FieldSet]:
+    """`manager`'s entry for `operation` and its fields (None and nothing if none)."""
+    for e, fields in owned(entries):
+        if e["manager"] == manager and e.get("operation") == operation:
+            return e, fields
+    return None, set()
+
+
+def record_update(
+    entries: Any, manager: str, api_version: str, now: str, changed: FieldSet, removed: FieldSet
+) -> list[Any]:
+    """The entries after `manager` changed (or removed) fields by an update or patch: it
+    owns what it changed, and nobody else owns those fields any more."""
+    mine, fields = find(entries, manager, "Update")
+    out = without(entries, changed | removed, now, keep=mine)
+    fields = (fields - removed) | changed
+    if fields:
+        out.append(entry(manager, "Update", api_version, now, fields))
+    return out
+
+
+def conflicts(
+    entries: Any, manager: str, applied: FieldSet, config: dict[str, Any], live: dict[str, Any]
+) -> dict[str, list[Path]]:
+    """The fields `manager`'s applied configuration would change that other managers own:
+    by manager, the paths whose applied value differs from the live one."""
+    out: dict[str, list[Path]] = {}
+    for e, fields in owned(entries):
+        who = e["manager"]
+        if who == manager and e.get("operation") == "Apply":
+            continue
+        clashing = sorted(
+            p
+            for p in fields & applied
+            if p[-1] != "." and value_at(config, p) != value_at(live, p)
+        )
+        if clashing:
+            out.setdefault(who, []).extend(clashing)
+    return out
+
+
+def render(path: Path) -> str:
+    """A path as Kubernetes prints it: .spec.template.spec.containers[name="nginx"].image"""
+    out = []
+    for step in path:
+        if step.startswith("f:"):
+            out.append("." + step[2:])
+        elif step.startswith("k:"):
+            key = json.loads(step[2:])
+            out.append("[" + ",".join(f"{k}={json.dumps(v)}" for k, v in key.items()) + "]")
+        elif step.startswith("v:"):
+            out.append(f"[{step[2:]}]")
+    return "".join(out)

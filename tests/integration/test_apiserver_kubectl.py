@@ -321,6 +321,28 @@ def test_server_side_apply_removes_what_the_applier_no_longer_applies(
     assert labels["tier"] == "a"
 
 
+def test_server_side_apply_conflicts_with_another_managers_field(lab: Lab, namespace: str) -> None:
+    ns = ["-n", namespace]
+    lab.kubectl("apply", "--server-side", *ns, "-f", "-", input=DEPLOYMENT)
+    lab.kubectl("scale", "deploy", "web", "--replicas=5", *ns)
+    changed = DEPLOYMENT.replace("replicas: 2", "replicas: 3")
+    refused = lab.kubectl("apply", "--server-side", *ns, "-f", "-", input=changed, check=False)
+    assert refused.returncode != 0
+    assert "Apply failed with 1 conflict" in refused.stderr, refused.stderr
+    # kubectl scale names no field manager: it is its User-Agent's, "kubectl" (Update).
+    assert 'conflict with "kubectl" using apps/v1: .spec.replicas' in refused.stderr
+    assert lab.kubectl_json("get", "deploy", "web", *ns)["spec"]["replicas"] == 5
+    # Applying the value the other manager set is no conflict: both own it.
+    lab.kubectl("apply", "--server-side", *ns, "-f", "-", input=DEPLOYMENT.replace("2", "5", 1))
+    lab.kubectl("apply", "--server-side", "--force-conflicts", *ns, "-f", "-", input=changed)
+    dep = lab.kubectl_json("get", "deploy", "web", *ns, "--show-managed-fields")
+    assert dep["spec"]["replicas"] == 3
+    owners = {(e["manager"], e["operation"]) for e in dep["metadata"]["managedFields"]}
+    assert ("kubectl", "Apply") in owners
+    updates = [e for e in dep["metadata"]["managedFields"] if e["operation"] == "Update"]
+    assert all("f:replicas" not in e["fieldsV1"].get("f:spec", {}) for e in updates)
+
+
 def test_a_resource_quota_refuses_what_would_exceed_it(lab: Lab, namespace: str) -> None:
     ns = ["-n", namespace]
     lab.kubectl("create", "quota", "q", "--hard=pods=1,count/deployments.apps=1", *ns)

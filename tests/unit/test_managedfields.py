@@ -69,3 +69,49 @@ def test_remove_deletes_fields_and_list_elements() -> None:
         "metadata": {"labels": {"app": "web"}},
         "spec": {"template": {"spec": {"containers": [{"name": "b"}]}}},
     }
+
+
+def _entry(manager: str, operation: str, fields: mf.FieldSet) -> dict[str, Any]:
+    return mf.entry(manager, operation, "apps/v1", "2026-11-22T00:00:00Z", fields)
+
+
+REPLICAS = ("f:spec", "f:replicas")
+APP = ("f:metadata", "f:labels", "f:app")
+
+
+def test_changes_are_the_fields_set_anew_or_to_another_value_and_those_dropped() -> None:
+    old = {"metadata": {"labels": {"app": "web", "tier": "a"}}, "spec": {"replicas": 2}}
+    new = {"metadata": {"labels": {"app": "web", "x": "1"}}, "spec": {"replicas": 3}}
+    changed, removed = mf.changes("Deployment", old, new)
+    assert changed == {REPLICAS, ("f:metadata", "f:labels", "f:x")}
+    assert removed == {("f:metadata", "f:labels", "f:tier")}
+
+
+def test_an_update_takes_the_fields_it_changed_from_their_owners() -> None:
+    entries = [_entry("applier", "Apply", {REPLICAS, APP})]
+    after = mf.record_update(entries, "scaler", "apps/v1", "now", {REPLICAS}, set())
+    owners = {e["manager"]: mf.from_fields_v1(e["fieldsV1"]) for e in after}
+    assert owners == {"applier": {APP}, "scaler": {REPLICAS}}
+
+
+def test_an_entry_left_with_no_field_goes() -> None:
+    entries = [_entry("scaler", "Update", {REPLICAS})]
+    after = mf.record_update(entries, "editor", "apps/v1", "now", {REPLICAS}, set())
+    assert [e["manager"] for e in after] == ["editor"]
+
+
+def test_conflicts_are_other_managers_fields_set_to_another_value() -> None:
+    live = {"spec": {"replicas": 5}, "metadata": {"labels": {"app": "web"}}}
+    entries = [_entry("scaler", "Update", {REPLICAS, APP}), _entry("me", "Apply", {REPLICAS})]
+    config = {"spec": {"replicas": 3}, "metadata": {"labels": {"app": "web"}}}
+    applied = mf.field_set("Deployment", config)
+    assert mf.conflicts(entries, "me", applied, config, live) == {"scaler": [REPLICAS]}
+    same = {"spec": {"replicas": 5}}
+    assert mf.conflicts(entries, "me", mf.field_set("Deployment", same), same, live) == {}
+
+
+def test_paths_render_as_kubernetes_prints_them() -> None:
+    assert (
+        mf.render((*CONTAINER, "f:image")) == '.spec.template.spec.containers[name="nginx"].image'
+    )
+    assert mf.value_at(DEPLOYMENT, (*CONTAINER, "f:image")) == "nginx:1"
