@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import resource
 import socket
 import threading
 import time
@@ -112,3 +114,19 @@ def test_refused_connection_is_a_connect_failure() -> None:
 def test_a_slow_answer_times_out(server: _Server) -> None:
     with pytest.raises(storehttp.ResponseTimeout, match=r"no answer within 0\.2s"):
         _pool(server, timeout=0.2).request("POST", "/slow", b"{}")
+
+
+def test_a_closed_idle_connection_is_noticed_at_any_descriptor_number() -> None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft <= 1100:
+        pytest.skip("the descriptor limit is too low for a descriptor above 1023")
+    ours, theirs = socket.socketpair()
+    high = socket.socket(fileno=os.dup2(ours.fileno(), 1100))
+    ours.close()
+    try:
+        for sock in (high, theirs):
+            assert not storehttp._readable(sock)
+        theirs.close()
+        assert storehttp._readable(high)  # the peer's EOF
+    finally:
+        high.close()
