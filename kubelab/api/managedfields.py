@@ -251,9 +251,7 @@ def conflicts(
         if who == manager and e.get("operation") == "Apply":
             continue
         clashing = sorted(
-            p
-            for p in fields & applied
-            if p[-1] != "." and value_at(config, p) != value_at(live, p)
+            p for p in fields & applied if p[-1] != "." and value_at(config, p) != value_at(live, p)
         )
         if clashing:
             out.setdefault(who, []).extend(clashing)
