@@ -614,7 +614,7 @@ class Registry:
                 raise patch_error(exc) from None
             before, previous = managedfields.find(entries, manager, "Apply")
             taken = {p for paths in clashes.values() for p in paths}
-            others = managedfields.without(entries, taken, now, keep=before)
+            others = managedfields.without(entries, taken, now, replacing=before)
             kept = set().union(*(fields for _, fields in managedfields.owned(others)))
             # Whole list elements first: their fields' paths find them by key.
             for path in sorted(previous - applied - kept, key=lambda p: p[-1] != "."):

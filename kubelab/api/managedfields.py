@@ -38,6 +38,9 @@ _SERVER_METADATA = frozenset(
 )
 """Metadata the server owns (or that names the object): never part of a field set."""
 
+_MISSING = object()
+"""`value_at`'s answer for an absent field: equal only to itself."""
+
 
 def field_set(kind: str, obj: dict[str, Any]) -> FieldSet:
     """The fields `obj` sets, as a configuration applied to a `kind` object (status and
@@ -152,12 +155,9 @@ def _matches(item: Any, key: dict[str, Any]) -> bool:
     return isinstance(item, dict) and all(item.get(k) == v for k, v in key.items())
 
 
-_MISSING = object()
-
-
 def value_at(obj: dict[str, Any], path: Path) -> Any:
     """The value at `path` in `obj` (a list element itself for a trailing ``.``, the
-    value for a ``v:`` step), or a sentinel that equals nothing else when absent."""
+    value for a ``v:`` step), or `_MISSING` when absent."""
     node: Any = obj
     for step in path:
         if step == ".":
@@ -204,12 +204,12 @@ def owned(entries: Any) -> list[tuple[dict[str, Any], FieldSet]]:
     return out
 
 
-def without(entries: Any, taken: FieldSet, now: str, keep: Any = None) -> list[Any]:
+def without(entries: Any, taken: FieldSet, now: str, replacing: Any = None) -> list[Any]:
     """The entries with the fields in `taken` no longer theirs; an entry left with no
-    field goes. `keep` (an entry) is left out altogether, for its owner to rewrite."""
+    field goes. `replacing` (an entry its owner is rewriting) is left out."""
     out = []
     for e, fields in owned(entries):
-        if e is keep:
+        if e is replacing:
             continue
         left = fields - taken
         if left == fields:
@@ -233,7 +233,7 @@ def record_update(
     """The entries after `manager` changed (or removed) fields by an update or patch: it
     owns what it changed, and nobody else owns those fields any more."""
     mine, fields = find(entries, manager, "Update")
-    out = without(entries, changed | removed, now, keep=mine)
+    out = without(entries, changed | removed, now, replacing=mine)
     fields = (fields - removed) | changed
     if fields:
         out.append(entry(manager, "Update", api_version, now, fields))
