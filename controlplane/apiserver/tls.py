@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 from socket import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cryptography.hazmat.primitives.serialization import Encoding
 from gevent.socket import wait_read, wait_write
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 Bytes = bytes | bytearray | memoryview
+_T = TypeVar("_T")
 
 # What a failed verification is called in Go's x509 package (and so in kube-apiserver's
 # log), by OpenSSL's X509_V_ERR_* code; other codes are named by number.
@@ -63,6 +65,11 @@ _CIPHERS = (
 class TLSError(OSError):
     """A TLS protocol failure, as an OSError: gevent's handler and the exec tunnel treat
     OSError as "the connection broke", which this is."""
+
+
+class _EndOfStream(TLSError):
+    """The peer closed the connection: the end of the stream for a read, a failure for
+    a handshake or a write."""
 
 
 def server_context(cert: Path, key: Path, client_ca: Path | None) -> SSL.Context:
@@ -117,16 +124,7 @@ class TLSSocket:
         """Complete the handshake (raises OSError if it fails) and judge the client's
         certificate from what the verify callback noted."""
         conn = self._conn
-        while True:
-            try:
-                conn.do_handshake()
-                break
-            except SSL.WantReadError:
-                wait_read(self._fd)
-            except SSL.WantWriteError:
-                wait_write(self._fd)
-            except SSL.Error as exc:
-                raise _os_error(exc) from None
+        self._io(conn.do_handshake)
         cert = conn.get_peer_certificate(as_cryptography=True)
         if cert is None:
             return
@@ -143,48 +141,38 @@ class TLSSocket:
 
     def recv_into(self, buffer: WriteableBuffer, nbytes: int = 0) -> int:
         """Read into `buffer` (0 at the end of the stream)."""
-        while True:
-            try:
-                return self._conn.recv_into(buffer, nbytes or None)
-            except SSL.WantReadError:
-                wait_read(self._fd)
-            except SSL.WantWriteError:
-                wait_write(self._fd)
-            except (SSL.ZeroReturnError, SSL.SysCallError) as exc:
-                if _is_eof(exc):
-                    return 0
-                raise _os_error(exc) from None
-            except SSL.Error as exc:
-                raise _os_error(exc) from None
+        try:
+            return self._io(self._conn.recv_into, buffer, nbytes or None)
+        except _EndOfStream:
+            return 0
 
     def recv(self, bufsize: int) -> bytes:
         """Up to `bufsize` bytes (b"" at the end of the stream)."""
-        while True:
-            try:
-                return self._conn.recv(bufsize)
-            except SSL.WantReadError:
-                wait_read(self._fd)
-            except SSL.WantWriteError:
-                wait_write(self._fd)
-            except (SSL.ZeroReturnError, SSL.SysCallError) as exc:
-                if _is_eof(exc):
-                    return b""
-                raise _os_error(exc) from None
-            except SSL.Error as exc:
-                raise _os_error(exc) from None
+        try:
+            return self._io(self._conn.recv, bufsize)
+        except _EndOfStream:
+            return b""
 
     def send(self, data: Bytes) -> int:
         """Send some of `data` (the context allows partial writes); how much was sent."""
         if not data:
             return 0  # OpenSSL takes writing nothing for an error
+        return self._io(self._conn.send, data)
+
+    def _io(self, operation: Callable[..., _T], *args: Any) -> _T:
+        """`operation` of the connection, retried as the socket becomes ready whenever
+        OpenSSL would block (the greenlet waits, others run). A TLS failure raises
+        OSError; the end of the stream `_EndOfStream`, one."""
         while True:
             try:
-                return self._conn.send(data)
-            except SSL.WantWriteError:
-                wait_write(self._fd)
+                return operation(*args)
             except SSL.WantReadError:
                 wait_read(self._fd)
+            except SSL.WantWriteError:
+                wait_write(self._fd)
             except SSL.Error as exc:
+                if _is_eof(exc):
+                    raise _EndOfStream("unexpected EOF") from None
                 raise _os_error(exc) from None
 
     def sendall(self, data: Bytes) -> None:
