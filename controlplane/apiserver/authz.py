@@ -22,6 +22,7 @@ operator added. An object annotated ``rbac.authorization.kubernetes.io/autoupdat
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -124,24 +125,27 @@ class Authorizer:
                     for v in verbs
                     if not self.authorize(user, RequestInfo(v, url)).allowed
                 ]
-            for group in rule.get("apiGroups") or []:
-                for resource in rule.get("resources") or []:
-                    plural, _, sub = resource.partition("/")
-                    for name in rule.get("resourceNames") or [""]:
-                        for v in verbs:
-                            info = RequestInfo(
-                                verb=v,
-                                path="",
-                                is_resource=True,
-                                group=group,
-                                namespace=namespace,
-                                resource=plural,
-                                subresource=sub,
-                                name=name,
-                            )
-                            if not self.authorize(user, info).allowed:
-                                what = f"{resource}.{group}" if group else resource
-                                missing.append(f"{v} {what}" + (f" {name!r}" if name else ""))
+            grants = itertools.product(
+                rule.get("apiGroups") or [],
+                rule.get("resources") or [],
+                rule.get("resourceNames") or [""],
+                verbs,
+            )
+            for group, resource, name, v in grants:
+                plural, _, sub = resource.partition("/")
+                info = RequestInfo(
+                    verb=v,
+                    path="",
+                    is_resource=True,
+                    group=group,
+                    namespace=namespace,
+                    resource=plural,
+                    subresource=sub,
+                    name=name,
+                )
+                if not self.authorize(user, info).allowed:
+                    what = f"{resource}.{group}" if group else resource
+                    missing.append(f"{v} {what}" + (f" {name!r}" if name else ""))
         return missing
 
     def rules_for(self, user: UserInfo, namespace: str) -> Iterable[tuple[Object, str]]:
