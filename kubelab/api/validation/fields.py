@@ -101,22 +101,29 @@ def labels(value: Any, path: Path) -> Errors:
     return errors
 
 
+def set_operator_values(operator: Any, values: list[Any], at: Path) -> Errors | None:
+    """The values a set-based requirement at `at` has against its operator: In and
+    NotIn need some, Exists and DoesNotExist none. None for another operator (label
+    selectors refuse it; node selectors also know Gt and Lt)."""
+    if operator in ("In", "NotIn"):
+        detail = "must be specified when `operator` is 'In' or 'NotIn'"
+        return [] if values else [required(at.child("values"), detail)]
+    if operator in ("Exists", "DoesNotExist"):
+        detail = "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+        return [FieldError(FieldErrorType.FORBIDDEN, at.child("values"), detail)] if values else []
+    return None
+
+
 def label_selector(value: Any, path: Path) -> Errors:
     selector = mapping(value)
     errors = labels(selector.get("matchLabels"), path.child("matchLabels"))
     for i, expr in enumerate(dicts(selector.get("matchExpressions"))):
         at = path.child("matchExpressions").item(i)
         operator, values = expr.get("operator"), items(expr.get("values"))
-        if operator in ("In", "NotIn"):
-            if not values:
-                detail = "must be specified when `operator` is 'In' or 'NotIn'"
-                errors.append(required(at.child("values"), detail))
-        elif operator in ("Exists", "DoesNotExist"):
-            if values:
-                detail = "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-                errors.append(FieldError(FieldErrorType.FORBIDDEN, at.child("values"), detail))
-        else:
-            errors.append(invalid(at.child("operator"), operator, "not a valid selector operator"))
+        checked = set_operator_values(operator, values, at)
+        if checked is None:
+            checked = [invalid(at.child("operator"), operator, "not a valid selector operator")]
+        errors += checked
         errors += label_key(text(expr.get("key")), at.child("key"))
     return errors
 

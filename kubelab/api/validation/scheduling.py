@@ -14,7 +14,6 @@ from kubelab.api.errors import (
     FieldError,
     FieldErrorType,
     duplicate,
-    forbidden,
     invalid,
     not_supported,
     required,
@@ -30,6 +29,7 @@ from kubelab.api.validation.fields import (
     label_selector,
     mapping,
     messages,
+    set_operator_values,
     text,
 )
 
@@ -108,14 +108,9 @@ def node_selector_term(term: dict[str, Any], path: Path, check_values: bool) -> 
     for i, req in enumerate(dicts(term.get("matchExpressions"))):
         at = path.child("matchExpressions").item(i)
         operator, values = req.get("operator"), items(req.get("values"))
-        if operator in ("In", "NotIn"):
-            if not values:
-                detail = "must be specified when `operator` is 'In' or 'NotIn'"
-                errors.append(required(at.child("values"), detail))
-        elif operator in ("Exists", "DoesNotExist"):
-            if values:
-                detail = "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-                errors.append(forbidden(at.child("values"), detail))
+        checked = set_operator_values(operator, values, at)
+        if checked is not None:
+            errors += checked
         elif operator in ("Gt", "Lt"):
             if len(values) != 1:
                 detail = "must be specified single value when `operator` is 'Lt' or 'Gt'"
