@@ -597,9 +597,6 @@ class Registry:
         applied = managedfields.field_set(r.kind, config)
         now = strategy.now_rfc3339()
         mine = managedfields.entry(manager, "Apply", r.api_version, now, applied)
-        if self.storage.get(r.key(namespace, name)) is None:
-            meta["managedFields"] = [mine]
-            return self.create(r, namespace, config, user, dry_run)
 
         def applied_to(old: Object) -> Object:
             entries = old["metadata"].get("managedFields")
@@ -622,7 +619,15 @@ class Registry:
             merged["metadata"]["managedFields"] = [*others, mine]
             return merged
 
-        return self._write(r, namespace, name, applied_to, user, "", dry_run)
+        # Update or, when there is nothing to update, create: one read of the store, the
+        # update's own, rather than a look first.
+        try:
+            return self._write(r, namespace, name, applied_to, user, "", dry_run)
+        except errors.StatusError as exc:
+            if exc.code != 404:
+                raise
+        meta["managedFields"] = [mine]
+        return self.create(r, namespace, config, user, dry_run)
 
     def update_with(
         self,
