@@ -291,7 +291,9 @@ class APIServer:
         """Create a bootstrap role or binding, or add to it what this version's policy has
         and it lacks (`authz.reconcile`)."""
         name = wanted["metadata"]["name"]
-        existing = self.storage.get(r.key("", name))
+        # The filled cache, not ~60 store reads at every start: a stale answer is safe,
+        # since the update reconciles the stored value and the create checks the store.
+        existing = self.cacher.get(r, r.key("", name))
         if existing is None:
             self._ensure(r, "", wanted)
             return
