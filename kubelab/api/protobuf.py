@@ -458,6 +458,18 @@ def _parse_spec(message: str, spec: str) -> dict[int, Field]:
 
 
 # The schema table, generated from the kubectl 1.37 binary's struct tags (see above).
+_CONTAINER_FIELDS = (
+    "name=1:s! image=2:s command=3:[s args=4:[s workingDir=5:s ports=6:[ContainerPort"
+    " envFrom=19:[EnvFromSource env=7:[EnvVar resources=8:ResourceRequirements"
+    " resizePolicy=23:[ContainerResizePolicy restartPolicy=24:s!"
+    " restartPolicyRules=25:[ContainerRestartRule volumeMounts=9:[VolumeMount"
+    " volumeDevices=21:[VolumeDevice livenessProbe=10:Probe readinessProbe=11:Probe"
+    " startupProbe=22:Probe lifecycle=12:Lifecycle terminationMessagePath=13:s"
+    " terminationMessagePolicy=20:s imagePullPolicy=14:s securityContext=15:SecurityContext"
+    " stdin=16:b stdinOnce=17:b tty=18:b"
+)
+"""Container and EphemeralContainerCommon: the same fields, as in Go."""
+
 _SPEC: dict[str, str] = {
     # meta/v1
     "meta/v1.Condition": (
@@ -821,16 +833,7 @@ _SPEC: dict[str, str] = {
     "core/v1.ConfigMapVolumeSource": (
         "=1:LocalObjectReference items=2:[KeyToPath defaultMode=3:i! optional=4:b! defaultUser=5:i!"
     ),
-    "core/v1.Container": (
-        "name=1:s! image=2:s command=3:[s args=4:[s workingDir=5:s ports=6:[ContainerPort"
-        " envFrom=19:[EnvFromSource env=7:[EnvVar resources=8:ResourceRequirements"
-        " resizePolicy=23:[ContainerResizePolicy restartPolicy=24:s!"
-        " restartPolicyRules=25:[ContainerRestartRule volumeMounts=9:[VolumeMount"
-        " volumeDevices=21:[VolumeDevice livenessProbe=10:Probe readinessProbe=11:Probe"
-        " startupProbe=22:Probe lifecycle=12:Lifecycle terminationMessagePath=13:s"
-        " terminationMessagePolicy=20:s imagePullPolicy=14:s securityContext=15:SecurityContext"
-        " stdin=16:b stdinOnce=17:b tty=18:b"
-    ),
+    "core/v1.Container": _CONTAINER_FIELDS,
     "core/v1.ContainerExtendedResourceRequest": (
         "containerName=1:s! resourceName=2:s! requestName=3:s!"
     ),
@@ -883,16 +886,7 @@ _SPEC: dict[str, str] = {
         " fileKeyRef=5:FileKeySelector"
     ),
     "core/v1.EphemeralContainer": "=1:EphemeralContainerCommon targetContainerName=2:s",
-    "core/v1.EphemeralContainerCommon": (
-        "name=1:s! image=2:s command=3:[s args=4:[s workingDir=5:s ports=6:[ContainerPort"
-        " envFrom=19:[EnvFromSource env=7:[EnvVar resources=8:ResourceRequirements"
-        " resizePolicy=23:[ContainerResizePolicy restartPolicy=24:s!"
-        " restartPolicyRules=25:[ContainerRestartRule volumeMounts=9:[VolumeMount"
-        " volumeDevices=21:[VolumeDevice livenessProbe=10:Probe readinessProbe=11:Probe"
-        " startupProbe=22:Probe lifecycle=12:Lifecycle terminationMessagePath=13:s"
-        " terminationMessagePolicy=20:s imagePullPolicy=14:s securityContext=15:SecurityContext"
-        " stdin=16:b stdinOnce=17:b tty=18:b"
-    ),
+    "core/v1.EphemeralContainerCommon": _CONTAINER_FIELDS,
     "core/v1.EphemeralVolumeSource": "volumeClaimTemplate=1:PersistentVolumeClaimTemplate",
     "core/v1.EvictionResponder": "name=1:s! priority=2:i!",
     "core/v1.ExecAction": "command=1:[s",
