@@ -216,30 +216,14 @@ def _token(server: APIServer, ns: str, name: str, request_body: Object) -> Respo
     seconds = spec.get("expirationSeconds") or 3600
     if not isinstance(seconds, int) or isinstance(seconds, bool):
         raise errors.bad_request("spec.expirationSeconds must be an integer number of seconds")
-    if seconds > MAX_TOKEN_SECONDS:
+    too_long = f"may not exceed {MAX_TOKEN_SECONDS} seconds (one year)"
+    too_short = "may not specify a duration less than 10 minutes"
+    wrong = too_long if seconds > MAX_TOKEN_SECONDS else too_short if seconds < 600 else ""
+    if wrong:
         raise errors.invalid_object(
             "TokenRequest",
             name,
-            [
-                errors.invalid(
-                    "spec.expirationSeconds",
-                    seconds,
-                    f"may not exceed {MAX_TOKEN_SECONDS} seconds (one year)",
-                )
-            ],
-            "authentication.k8s.io",
-        )
-    if seconds < 600:
-        raise errors.invalid_object(
-            "TokenRequest",
-            name,
-            [
-                errors.invalid(
-                    "spec.expirationSeconds",
-                    seconds,
-                    "may not specify a duration less than 10 minutes",
-                )
-            ],
+            [errors.invalid("spec.expirationSeconds", seconds, wrong)],
             "authentication.k8s.io",
         )
     bound = None
