@@ -42,8 +42,8 @@ $(STAMP): pyproject.toml $(SYSTEM_STAMP)
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check kubelab controlplane agents tests bench
-	$(BIN)/ruff format --check kubelab controlplane agents tests bench
+	$(BIN)/ruff check kubelab controlplane agents lab tests bench
+	$(BIN)/ruff format --check kubelab controlplane agents lab tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
