@@ -68,7 +68,7 @@ from kubelab.client import (
     load_config,
 )
 
-from . import garbagecollector, namespace, serviceaccounts
+from . import garbagecollector, namespace, replicaset, serviceaccounts
 from .base import Controller, ControllerContext, InformerFactory
 
 log = logging.getLogger("kubelab.controller-manager")
@@ -78,6 +78,8 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     namespace.NAME: namespace.NamespaceController,
     serviceaccounts.SERVICE_ACCOUNT_CONTROLLER: serviceaccounts.ServiceAccountsController,
     serviceaccounts.ROOT_CA_PUBLISHER: serviceaccounts.RootCACertPublisher,
+    replicaset.REPLICASET_CONTROLLER: replicaset.ReplicaSetController,
+    replicaset.REPLICATION_CONTROLLER: replicaset.ReplicationControllerController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -86,6 +88,8 @@ ALIASES = {
     "namespace": namespace.NAME,
     "serviceaccount": serviceaccounts.SERVICE_ACCOUNT_CONTROLLER,
     "root-ca-cert-publisher": serviceaccounts.ROOT_CA_PUBLISHER,
+    "replicaset": replicaset.REPLICASET_CONTROLLER,
+    "replicationcontroller": replicaset.REPLICATION_CONTROLLER,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""

@@ -1,0 +1,125 @@
+"""The ReplicaSet controller in a running control plane (real apiserver, store and
+controller-manager processes), driven by the real kubectl; the tests play scheduler and
+kubelet. The seeds' example: delete a pod, a replacement appears."""
+
+from __future__ import annotations
+
+import json
+
+from tests.integration.controlplane_fixture import Lab, lab, namespace
+from tests.integration.workloads import delete_pod_now, get, pods, set_ready
+
+__all__ = ["lab", "namespace"]  # pytest fixtures used below
+
+
+def replica_set(name: str, replicas: int, **spec: object) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name, "tier": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx:1.21"}]},
+                },
+                **spec,
+            },
+        }
+    )
+
+
+def test_a_deleted_pod_is_replaced(lab: Lab, namespace: str) -> None:
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=replica_set("web", 3))
+    lab.until(lambda: len(pods(lab, namespace, "app=web")) == 3, "3 pods")
+    first = pods(lab, namespace, "app=web")
+    for pod in first:
+        ref = pod["metadata"]["ownerReferences"][0]
+        assert (ref["kind"], ref["name"], ref["controller"]) == ("ReplicaSet", "web", True)
+        assert pod["metadata"]["name"].startswith("web-")
+    victim = first[0]["metadata"]["name"]
+    lab.kubectl("delete", "pod", victim, "-n", namespace, "--wait=false")
+    lab.until(
+        lambda: (
+            {p["metadata"]["name"] for p in pods(lab, namespace, "app=web")}
+            - {p["metadata"]["name"] for p in first}
+            != set()
+            and len(pods(lab, namespace, "app=web")) == 3
+        ),
+        "a replacement pod",
+    )
+    # Never more than asked for: expectations hold back a second create.
+    assert len(pods(lab, namespace, "app=web")) == 3
+    events = lab.kubectl_json("get", "events", "-n", namespace)["items"]
+    reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == "web"]
+    assert reasons.count("SuccessfulCreate") == 4
+
+
+def test_status_counts_ready_and_available_pods(lab: Lab, namespace: str) -> None:
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=replica_set("web", 2))
+    lab.until(lambda: len(pods(lab, namespace, "app=web")) == 2, "2 pods")
+    for pod in pods(lab, namespace, "app=web"):
+        assert set_ready(lab, namespace, pod["metadata"]["name"])
+    path = f"/apis/apps/v1/namespaces/{namespace}/replicasets/web"
+    lab.until(lambda: get(lab, path).get("status", {}).get("availableReplicas") == 2, "2 available")
+    status = get(lab, path)["status"]
+    assert status["replicas"] == status["fullyLabeledReplicas"] == status["readyReplicas"] == 2
+    assert status["observedGeneration"] == 1
+
+
+def test_scale_down_deletes_not_ready_pods_first(lab: Lab, namespace: str) -> None:
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=replica_set("web", 3))
+    lab.until(lambda: len(pods(lab, namespace, "app=web")) == 3, "3 pods")
+    names = sorted(p["metadata"]["name"] for p in pods(lab, namespace, "app=web"))
+    for name in names[1:]:
+        assert set_ready(lab, namespace, name)
+    lab.kubectl("scale", "replicaset", "web", "--replicas=2", "-n", namespace)
+    lab.until(lambda: len(pods(lab, namespace, "app=web")) == 2, "2 pods")
+    assert sorted(p["metadata"]["name"] for p in pods(lab, namespace, "app=web")) == names[1:]
+
+
+def test_orphans_are_adopted_and_mismatching_pods_released(lab: Lab, namespace: str) -> None:
+    orphan = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "orphan", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "web", "image": "nginx:1.21"}]},
+    }
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(orphan))
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=replica_set("web", 2))
+    lab.until(lambda: len(pods(lab, namespace, "app=web")) == 2, "2 pods")
+    adopted = get(lab, f"/api/v1/namespaces/{namespace}/pods/orphan")
+    assert adopted["metadata"]["ownerReferences"][0]["name"] == "web"
+    # Relabelled, it leaves the ReplicaSet, which makes another one.
+    lab.kubectl("label", "pod", "orphan", "app=other", "--overwrite", "-n", namespace)
+    lab.until(lambda: len(pods(lab, namespace, "app=web")) == 2, "a replacement")
+    lab.until(
+        lambda: (
+            not get(lab, f"/api/v1/namespaces/{namespace}/pods/orphan")["metadata"].get(
+                "ownerReferences"
+            )
+        ),
+        "the released pod to lose its owner reference",
+    )
+    delete_pod_now(lab, namespace, "orphan")
+
+
+def test_replication_controllers_work_alike(lab: Lab, namespace: str) -> None:
+    rc = {
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "metadata": {"name": "old"},
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "metadata": {"labels": {"app": "old"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.21"}]},
+            },
+        },
+    }
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(rc))
+    lab.until(lambda: len(pods(lab, namespace, "app=old")) == 2, "2 pods")
+    lab.kubectl("scale", "rc", "old", "--replicas=0", "-n", namespace)
+    lab.until(lambda: not pods(lab, namespace, "app=old"), "no pods")
