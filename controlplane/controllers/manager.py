@@ -16,6 +16,8 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
                                    of the kubeconfig)
     --concurrent-gc-syncs N        garbage collector workers (20)
     --concurrent-namespace-syncs N namespace controller workers (10)
+    --concurrent-replicaset-syncs, --concurrent-rc-syncs, --concurrent-deployment-syncs N
+                                   workers of those controllers (5 each)
     --kube-api-qps, --kube-api-burst
                                    the rate limit of each controller's client (20, 30)
     -v N                           4 and more: debug logs
@@ -68,7 +70,7 @@ from kubelab.client import (
     load_config,
 )
 
-from . import garbagecollector, namespace, replicaset, serviceaccounts
+from . import deployment, garbagecollector, namespace, replicaset, serviceaccounts
 from .base import Controller, ControllerContext, InformerFactory
 
 log = logging.getLogger("kubelab.controller-manager")
@@ -80,6 +82,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     serviceaccounts.ROOT_CA_PUBLISHER: serviceaccounts.RootCACertPublisher,
     replicaset.REPLICASET_CONTROLLER: replicaset.ReplicaSetController,
     replicaset.REPLICATION_CONTROLLER: replicaset.ReplicationControllerController,
+    deployment.NAME: deployment.DeploymentController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -90,6 +93,7 @@ ALIASES = {
     "root-ca-cert-publisher": serviceaccounts.ROOT_CA_PUBLISHER,
     "replicaset": replicaset.REPLICASET_CONTROLLER,
     "replicationcontroller": replicaset.REPLICATION_CONTROLLER,
+    "deployment": deployment.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -158,6 +162,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--root-ca-file", type=Path)
     p.add_argument("--concurrent-gc-syncs", type=int, default=20)
     p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
+    p.add_argument("--concurrent-replicaset-syncs", type=int, default=5)
+    p.add_argument("--concurrent-rc-syncs", type=int, default=5)
+    p.add_argument("--concurrent-deployment-syncs", type=int, default=5)
     p.add_argument("--kube-api-qps", type=float, default=20.0)
     p.add_argument("--kube-api-burst", type=int, default=30)
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
@@ -331,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
             workers={
                 garbagecollector.NAME: args.concurrent_gc_syncs,
                 namespace.NAME: args.concurrent_namespace_syncs,
+                replicaset.REPLICASET_CONTROLLER: args.concurrent_replicaset_syncs,
+                replicaset.REPLICATION_CONTROLLER: args.concurrent_rc_syncs,
+                deployment.NAME: args.concurrent_deployment_syncs,
             },
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,

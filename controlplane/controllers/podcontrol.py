@@ -159,21 +159,19 @@ def deletion_order(pod: Object) -> tuple[Any, ...]:
         _PHASE_RANK.get(status.get("phase") or "Pending", 0),
         ready,
         _deletion_cost(pod),
-        # Later timestamps first: negate by ordering on the inverted string is not
-        # possible, so the key compares a reversed-order wrapper.
-        _Desc(ready_since if ready else ""),
+        Descending(ready_since if ready else ""),
         -restarts,
-        _Desc(created),
+        Descending(created),
     )
 
 
 @dataclass(frozen=True, order=False)
-class _Desc:
+class Descending:
     """Orders strings from the greatest (an RFC 3339 timestamp: the latest) down."""
 
     value: str
 
-    def __lt__(self, other: _Desc) -> bool:
+    def __lt__(self, other: Descending) -> bool:
         return self.value > other.value
 
 

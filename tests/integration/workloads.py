@@ -4,6 +4,10 @@ them, so the tests play both (`bind`, `set_ready`) through the real apiserver.""
 from __future__ import annotations
 
 import datetime
+import json
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from tests.integration.controlplane_fixture import Lab
@@ -71,3 +75,99 @@ def get(lab: Lab, path: str) -> dict[str, Any]:
     assert r.status_code == 200, r.text
     found: dict[str, Any] = r.json()
     return found
+
+
+class Kubelet:
+    """Plays the kubelets of a namespace in a thread: each pod that exists for `delay`
+    seconds is reported Running and Ready (with `bind`, first bound to `node`). A
+    context manager; `paused` holds it back."""
+
+    def __init__(self, lab: Lab, namespace: str, delay: float = 0.0, node: str = "") -> None:
+        self.lab = lab
+        self.namespace = namespace
+        self.delay = delay
+        self.node = node
+        self.paused = threading.Event()
+        self._stop = threading.Event()
+        self._seen: dict[str, float] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Kubelet:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            if self.paused.is_set():
+                continue
+            for pod in pods(self.lab, self.namespace):
+                name = pod["metadata"]["name"]
+                first = self._seen.setdefault(pod["metadata"]["uid"], time.monotonic())
+                conditions = {c["type"]: c["status"] for c in pod["status"].get("conditions", [])}
+                if conditions.get("Ready") == "True" or time.monotonic() - first < self.delay:
+                    continue
+                if self.node and not pod["spec"].get("nodeName"):
+                    bind(self.lab, self.namespace, name, self.node)
+                set_ready(self.lab, self.namespace, name)
+                if self.delay:
+                    break  # one at a time: a slow node
+
+
+class PodWatch:
+    """Watches the pods of a namespace in a thread and calls `check(pods)` with every
+    pod that exists after each event (the test's invariants). Short watches, each
+    resumed from the last resourceVersion, so that the thread ends soon after the test
+    is done with it."""
+
+    def __init__(self, lab: Lab, namespace: str, check: Callable[[dict[str, Any]], None]) -> None:
+        self.lab = lab
+        self.namespace = namespace
+        self.check = check
+        self.events = 0
+        self.failures: list[str] = []
+        r = lab.api("GET", f"/api/v1/namespaces/{namespace}/pods")
+        self.pods: dict[str, Any] = {p["metadata"]["name"]: p for p in r.json()["items"]}
+        self._rv = r.json()["metadata"]["resourceVersion"]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PodWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        time.sleep(0.5)  # the last events
+        self._stop.set()
+        self._thread.join(15)
+
+    def _run(self) -> None:
+        with self.lab.plane.session() as http:
+            while not self._stop.is_set():
+                with http.get(
+                    f"{self.lab.server}/api/v1/namespaces/{self.namespace}/pods",
+                    params={"watch": "1", "resourceVersion": self._rv, "timeoutSeconds": "2"},
+                    stream=True,
+                    timeout=(10, 30),
+                ) as response:
+                    for line in response.iter_lines():
+                        if line:
+                            self._apply(json.loads(line))
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        pod = event["object"]
+        self._rv = pod["metadata"]["resourceVersion"]
+        if event["type"] == "DELETED":
+            self.pods.pop(pod["metadata"]["name"], None)
+        elif event["type"] in ("ADDED", "MODIFIED"):
+            self.pods[pod["metadata"]["name"]] = pod
+        else:
+            return
+        self.events += 1
+        try:
+            self.check(self.pods)
+        except AssertionError as exc:
+            self.failures.append(str(exc))
