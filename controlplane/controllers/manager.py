@@ -16,7 +16,8 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
                                    of the kubeconfig)
     --concurrent-gc-syncs N        garbage collector workers (20)
     --concurrent-namespace-syncs N namespace controller workers (10)
-    --concurrent-replicaset-syncs, --concurrent-rc-syncs, --concurrent-deployment-syncs N
+    --concurrent-replicaset-syncs, --concurrent-rc-syncs, --concurrent-deployment-syncs,
+    --concurrent-statefulset-syncs N
                                    workers of those controllers (5 each)
     --kube-api-qps, --kube-api-burst
                                    the rate limit of each controller's client (20, 30)
@@ -70,7 +71,7 @@ from kubelab.client import (
     load_config,
 )
 
-from . import deployment, garbagecollector, namespace, replicaset, serviceaccounts
+from . import deployment, garbagecollector, namespace, replicaset, serviceaccounts, statefulset
 from .base import Controller, ControllerContext, InformerFactory
 
 log = logging.getLogger("kubelab.controller-manager")
@@ -83,6 +84,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     replicaset.REPLICASET_CONTROLLER: replicaset.ReplicaSetController,
     replicaset.REPLICATION_CONTROLLER: replicaset.ReplicationControllerController,
     deployment.NAME: deployment.DeploymentController,
+    statefulset.NAME: statefulset.StatefulSetController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -94,6 +96,7 @@ ALIASES = {
     "replicaset": replicaset.REPLICASET_CONTROLLER,
     "replicationcontroller": replicaset.REPLICATION_CONTROLLER,
     "deployment": deployment.NAME,
+    "statefulset": statefulset.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -165,6 +168,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--concurrent-replicaset-syncs", type=int, default=5)
     p.add_argument("--concurrent-rc-syncs", type=int, default=5)
     p.add_argument("--concurrent-deployment-syncs", type=int, default=5)
+    p.add_argument("--concurrent-statefulset-syncs", type=int, default=5)
     p.add_argument("--kube-api-qps", type=float, default=20.0)
     p.add_argument("--kube-api-burst", type=int, default=30)
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
@@ -341,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                 replicaset.REPLICASET_CONTROLLER: args.concurrent_replicaset_syncs,
                 replicaset.REPLICATION_CONTROLLER: args.concurrent_rc_syncs,
                 deployment.NAME: args.concurrent_deployment_syncs,
+                statefulset.NAME: args.concurrent_statefulset_syncs,
             },
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,

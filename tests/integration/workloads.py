@@ -123,12 +123,19 @@ class PodWatch:
     resumed from the last resourceVersion, so that the thread ends soon after the test
     is done with it."""
 
-    def __init__(self, lab: Lab, namespace: str, check: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        lab: Lab,
+        namespace: str,
+        check: Callable[[dict[str, Any]], None] = lambda pods: None,
+    ) -> None:
         self.lab = lab
         self.namespace = namespace
         self.check = check
         self.events = 0
         self.failures: list[str] = []
+        self.log: list[tuple[str, str]] = []
+        """(event type, pod name) of each ADDED and DELETED event, in order."""
         r = lab.api("GET", f"/api/v1/namespaces/{namespace}/pods")
         self.pods: dict[str, Any] = {p["metadata"]["name"]: p for p in r.json()["items"]}
         self._rv = r.json()["metadata"]["resourceVersion"]
@@ -160,6 +167,8 @@ class PodWatch:
     def _apply(self, event: dict[str, Any]) -> None:
         pod = event["object"]
         self._rv = pod["metadata"]["resourceVersion"]
+        if event["type"] in ("ADDED", "DELETED"):
+            self.log.append((event["type"], pod["metadata"]["name"]))
         if event["type"] == "DELETED":
             self.pods.pop(pod["metadata"]["name"], None)
         elif event["type"] in ("ADDED", "MODIFIED"):
