@@ -44,6 +44,7 @@ venv: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check kubelab controlplane agents lab tests bench
 	$(BIN)/ruff format --check kubelab controlplane agents lab tests bench
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -64,15 +65,15 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.apiserver
 
 up: $(STAMP)
-	$(BIN)/python -m controlplane.store.localcluster up --dir $(LAB_DIR)/store --members 3
-	$(BIN)/python -m controlplane.localplane up --dir $(LAB_DIR)
+	$(BIN)/python -m lab.localcluster up --dir $(LAB_DIR)/store --members 3
+	$(BIN)/python -m lab.localplane up --dir $(LAB_DIR)
 
 down: $(STAMP)
-	$(BIN)/python -m controlplane.localplane down --dir $(LAB_DIR)
-	$(BIN)/python -m controlplane.store.localcluster down --dir $(LAB_DIR)/store
+	$(BIN)/python -m lab.localplane down --dir $(LAB_DIR)
+	$(BIN)/python -m lab.localcluster down --dir $(LAB_DIR)/store
 
 status: $(STAMP)
-	$(BIN)/python -m controlplane.store.localcluster status --dir $(LAB_DIR)/store
+	$(BIN)/python -m lab.localcluster status --dir $(LAB_DIR)/store
 
 clean:
-	rm -rf $(VENV) $(LAB_DIR) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(LAB_DIR) .mypy_cache .ruff_cache .pytest_cache .import_linter_cache

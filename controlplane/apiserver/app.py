@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
 
+from controlplane.apiserver import tables
 from kubelab import fastjson
-from kubelab.api import errors, patch, resources, tables
+from kubelab.api import errors, patch, resources
 
 from . import discovery, handlers, openapi
 from .authn import UserInfo

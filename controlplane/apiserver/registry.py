@@ -34,8 +34,9 @@ from typing import Any, Protocol, TypeVar
 
 import yaml
 
+from controlplane.apiserver import managedfields, protobuf
 from kubelab import storeclient
-from kubelab.api import errors, managedfields, patch, protobuf, selectors
+from kubelab.api import errors, patch, selectors
 from kubelab.api.defaults import apply_defaults
 from kubelab.api.resources import Resource
 from kubelab.api.validation import validate
@@ -578,7 +579,7 @@ class Registry:
         The applied configuration creates the object, or is merged into it as a strategic
         merge patch (a merge patch for kinds without patch metadata). The fields it sets
         become the manager's Apply entry in ``metadata.managedFields``
-        (`kubelab.api.managedfields`). Setting a field another manager owns to another
+        (`controlplane.apiserver.managedfields`). Setting a field another manager owns to another
         value is a 409 conflict naming them, unless `force` takes the field over. A field
         the manager applied before and applies no more is removed, unless another
         manager owns it too."""
