@@ -43,6 +43,7 @@ have been applied: the caller gets `Unavailable` saying so.
 
 from __future__ import annotations
 
+from kubelab.grpccodes import GrpcCode
 from kubelab.storeclient.client import (
     StoreClient,
 )
@@ -51,7 +52,6 @@ from kubelab.storeclient.errors import (
     DeadlineExceeded,
     FailedPrecondition,
     FutureRevisionError,
-    GrpcCode,
     Internal,
     InvalidArgument,
     NotFound,

@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 import httptools
 
 from kubelab import fastjson, pki
+from kubelab.grpccodes import GrpcCode
 from kubelab.storeclient import http as storehttp
 from kubelab.storeclient.errors import (
     DeadlineExceeded,
-    GrpcCode,
     NotFound,
     Unavailable,
     Unreachable,

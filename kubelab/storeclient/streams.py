@@ -14,9 +14,9 @@ from types import TracebackType
 from typing import Any
 
 from kubelab import fastjson
+from kubelab.grpccodes import GrpcCode
 from kubelab.storeclient.errors import (
     DeadlineExceeded,
-    GrpcCode,
     Unavailable,
     error_from_body,
 )
