@@ -66,6 +66,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from controlplane.apiserver import protowire
+
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
 
@@ -121,7 +123,6 @@ _SPECIALS = {
     "meta/v1.FieldsV1": Kind.FIELDS_V1,
 }
 _SCALAR_KINDS = (Kind.STRING, Kind.BOOL, Kind.INT, Kind.BYTES)
-_VARINT, _LENGTH = 0, 2
 _WIRE_NAMES = {1: "fixed64", 3: "start group", 4: "end group", 5: "fixed32"}
 # API group -> the Go package of its types, which names the table's messages.
 _PACKAGES = {
@@ -246,10 +247,10 @@ def _scan(data: bytes, name: str) -> list[tuple[int, int | bytes]]:
         number, wire = key >> 3, key & 7
         if number == 0:
             raise ProtobufError(f"{name}: field number 0 is not valid")
-        if wire == _VARINT:
+        if wire == protowire.VARINT:
             value, pos = _varint(data, pos, name)
             out.append((number, value))
-        elif wire == _LENGTH:
+        elif wire == protowire.LENGTH_DELIMITED:
             size, pos = _varint(data, pos, name)
             if size > end - pos:
                 raise ProtobufError(f"{name}: field {number} runs past the end of the message")
@@ -264,15 +265,11 @@ def _scan(data: bytes, name: str) -> list[tuple[int, int | bytes]]:
 
 
 def _varint(data: bytes, pos: int, name: str) -> tuple[int, int]:
-    """Read a base-128 varint of at most 10 bytes; returns (value, next position)."""
-    value = shift = 0
-    for index in range(pos, min(pos + 10, len(data))):
-        byte = data[index]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value & 0xFFFF_FFFF_FFFF_FFFF, index + 1
-        shift += 7
-    raise ProtobufError(f"{name}: truncated or overlong varint")
+    """Read a varint; returns (value, next position)."""
+    try:
+        return protowire.decode_varint(data, pos)
+    except protowire.WireError as error:
+        raise ProtobufError(f"{name}: {error}") from None
 
 
 def _bytes(value: int | bytes, name: str, number: int) -> bytes:
