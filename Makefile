@@ -14,6 +14,7 @@ help:
 	@echo "make up        start a local control plane in $(LAB_DIR)/ (3-member store, apiserver) and print how to use kubectl"
 	@echo "make down      stop it"
 	@echo "make test      lint, type-check and run the test suite"
+	@echo "make test-fast unit tests, Raft transcripts and a few simulation seeds (the edit-test loop)"
 	@echo "make soak      long deterministic-simulation soak (many more seeds)"
 	@echo "make bench     run the benchmarks in bench/ and print their figures"
 
@@ -53,8 +54,11 @@ test: lint typecheck
 	$(BIN)/pytest -q -p no:cacheprovider; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "no tests were collected: failing"; exit 1; fi; exit $$rc
 
+# The edit-test loop (under 2 minutes here): unit tests, Raft transcripts and a dozen
+# simulation seeds; no real processes or containers. `make test` runs everything.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -x -m "not slow"
+	KUBELAB_SIM_RANDOM_SEEDS=12 $(BIN)/pytest -q -p no:cacheprovider -m "not slow" \
+	  tests/unit tests/raft tests/sim
 
 soak: $(STAMP)
 	KUBELAB_SIM_SEEDS=$${KUBELAB_SIM_SEEDS:-2000} $(BIN)/pytest -q -m slow tests/sim
