@@ -33,4 +33,3 @@ def test_watch_progress_notifications_carry_the_store_revision() -> None:
             assert next(watch).created
             progress = next(watch)
     assert not progress.events and progress.header.revision == revision
-
