@@ -29,15 +29,18 @@ attach and port-forward (connection take-over) are not served.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import logging
 import re
 import shutil
 import socket
+import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -49,8 +52,9 @@ from controlplane.apiserver.admission import Chain
 from controlplane.apiserver.apiserver import APIServer, Config
 from controlplane.apiserver.app import create_app
 from kubelab import pki
+from kubelab.api.resources import Resource
 from kubelab.client import ClientConfig, write_kubeconfig
-from lab.faults import Faults
+from lab.faults import Disconnect, Faults, Recorder, RequestLog
 from lab.memstore import MemStore
 
 log = logging.getLogger("kubelab.lab.testenv")
@@ -59,11 +63,24 @@ ADMIN = "kubernetes-admin"
 MASTERS = ("system:masters",)
 
 
+class _TLSReader(socket.SocketIO):
+    """A TLS socket's reading end on which a TLS failure (a client that went away
+    mid-record sends an alert) is a dropped connection, as werkzeug treats a reset,
+    rather than a request error with a traceback in the log."""
+
+    def readinto(self, b: Any) -> int | None:
+        try:
+            return super().readinto(b)
+        except ssl.SSLError as exc:
+            raise ConnectionResetError(f"TLS: {exc}") from exc
+
+
 class _Handler(WSGIRequestHandler):
     """werkzeug's handler, with the production server's WSGI environ additions."""
 
     def setup(self) -> None:
         super().setup()
+        self.rfile = io.BufferedReader(_TLSReader(self.connection, "rb"))
         # Without NODELAY a write that follows another (headers, then a watch's events)
         # waits for the client's delayed ACK (40 ms on Linux).
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -74,6 +91,14 @@ class _Handler(WSGIRequestHandler):
         # DER if the client presented one: the context verified it against the CA.
         environ["kubelab.client_cert"] = self.connection.getpeercert(binary_form=True)
         return environ
+
+    def run_wsgi(self) -> None:
+        try:
+            super().run_wsgi()
+        except Disconnect:  # a fault: hang up without (finishing) an answer
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         """Access logging is the audit log's job, as in the production server."""
@@ -87,13 +112,16 @@ class Environment:
         directory: Path,
         server: APIServer,
         http: ThreadedWSGIServer,
-        faults: Faults,
         ca: pki.CertKey,
         owns_directory: bool,
     ) -> None:
         self.directory = directory
         self.server = server
-        self.faults = faults
+        self.faults = Faults(create_app(server), server.cacher)
+        """Faults to inject (`lab.faults`); the `apiserver` fixture clears them after each
+        test."""
+        self._recorder = Recorder(self.faults)
+        http.app = self._recorder
         self.url = f"https://127.0.0.1:{http.server_port}"
         self._http = http
         self._ca = ca
@@ -116,12 +144,15 @@ class Environment:
         node_authorizer: bool = True,
         service_cluster_ip_range: str = "10.96.0.0/12",
         service_node_port_range: tuple[int, int] = (30000, 32767),
+        bookmark_interval: float = 5.0,
     ) -> Environment:
         """Start an apiserver on a free loopback port, over an empty in-memory store.
 
         Its files (the CA, kubeconfigs) go to `directory`, by default a temporary one
         removed by `stop`. The apiserver bootstraps as in production: system
-        namespaces, the RBAC bootstrap policy, the `kubernetes` Service.
+        namespaces, the RBAC bootstrap policy, the `kubernetes` Service. A watch that
+        asked for bookmarks gets one after `bookmark_interval` quiet seconds (checked
+        once a second).
         """
         began = time.monotonic()
         owns = directory is None
@@ -165,9 +196,8 @@ class Environment:
             server.stop()
             http.server_close()
             raise
-        faults = Faults(create_app(server))
-        http.app = faults
-        env = cls(where, server, http, faults, ca, owns)
+        server.registry.bookmark_every = bookmark_interval
+        env = cls(where, server, http, ca, owns)
         env._thread.start()
         log.info("testenv: apiserver at %s, up in %.3fs", env.url, time.monotonic() - began)
         return env
@@ -213,6 +243,39 @@ class Environment:
             client_cert_data=cert.cert_pem(),
             client_key_data=cert.key_pem(),
         )
+
+    # -- observing -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def record(self) -> Iterator[RequestLog]:
+        """Record the requests clients send while the block runs."""
+        log = RequestLog()
+        self._recorder.logs.append(log)
+        try:
+            yield log
+        finally:
+            self._recorder.logs.remove(log)
+
+    def open_watches(self, resource: Resource, namespace: str | None = None) -> int:
+        """How many watches on `resource` (in `namespace`, or in all) are being served."""
+        watchers = list(self.server.cacher.cache_for(resource).watchers)
+        if namespace is None:
+            return len(watchers)
+        return sum(w.prefix == resource.collection_prefix(namespace) for w in watchers)
+
+    def wait_for_watches(
+        self, n: int, resource: Resource, namespace: str | None = None, timeout: float = 5.0
+    ) -> None:
+        """Wait until at least `n` such watches are open (the watcher is registered
+        before its stream starts, so nothing written afterwards is missed)."""
+        deadline = time.monotonic() + timeout
+        while self.open_watches(resource, namespace) < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{self.open_watches(resource, namespace)} watches on "
+                    f"{resource.plural} open after {timeout}s, expected {n}"
+                )
+            time.sleep(0.005)
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -64,19 +64,24 @@ def _clear_apiserver_faults(request: pytest.FixtureRequest) -> Iterator[None]:
         request.getfixturevalue("apiserver").faults.clear()
 
 
-@pytest.fixture
-def namespace(apiserver: Environment, request: pytest.FixtureRequest) -> str:
-    """A namespace of this test's own in the session's apiserver, with its `default`
-    ServiceAccount (which the controller-manager would add; pods need it). Named after
-    the test, so a failure's leftovers are easy to find; left in place afterwards, since
-    no namespace controller runs to empty it."""
+def new_namespace(env: Environment, stem: str) -> str:
+    """Create a namespace named after `stem` (made unique) with its `default`
+    ServiceAccount, which the controller-manager would add and pods need."""
     from kubelab.client import RestClient, resource_for
 
-    stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:48]
-    name = f"{stem}-{uuid.uuid4().hex[:6]}".lstrip("-")
-    with RestClient(apiserver.client_config(), qps=None) as admin:
+    stem = re.sub(r"[^a-z0-9-]+", "-", stem.lower()).strip("-")[:48].strip("-")
+    name = f"{stem}-{uuid.uuid4().hex[:6]}" if stem else uuid.uuid4().hex[:12]
+    with RestClient(env.client_config(), qps=None) as admin:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         admin.create(resource_for("v1", "Namespace"), body)
         account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
         admin.create(resource_for("v1", "ServiceAccount"), account, name)
     return name
+
+
+@pytest.fixture
+def namespace(apiserver: Environment, request: pytest.FixtureRequest) -> str:
+    """A namespace of this test's own in the session's apiserver (`new_namespace`).
+    Named after the test, so a failure's leftovers are easy to find; left in place
+    afterwards, since no namespace controller runs to empty it."""
+    return new_namespace(apiserver, request.node.name)
