@@ -337,6 +337,9 @@ class Registry:
         # Keys a write must also create / release in the same transaction (a Service's
         # cluster IP and node ports); see `services`.
         self.allocator = allocator
+        # Seconds a watch that asked for bookmarks may stay silent before it gets one
+        # (checked once a second); tests of clients shorten it (`lab.testenv`).
+        self.bookmark_every = 5.0
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -409,7 +412,6 @@ class Registry:
         r: Resource,
         namespace: str,
         opts: ListOptions,
-        bookmark_every: float = 5.0,
         matches: Filter | None = None,
     ) -> WatchStream:
         """Watch events as Kubernetes sends them: {"type": ..., "object": ...}."""
@@ -434,7 +436,7 @@ class Registry:
             revision,
             opts,
             time.monotonic() + timeout,
-            bookmark_every,
+            self.bookmark_every,
         )
 
     # -- writes --------------------------------------------------------------------------

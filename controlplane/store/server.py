@@ -366,25 +366,11 @@ class Store:
                 if batch is None:  # quiet for a progress interval: say where we are
                     out.put_nowait(self._watch_result(wid, {}))
                     continue
+                fields, revision = gateway.watch_batch_json(batch, created_at)
+                out.put_nowait(self._watch_result(wid, fields, revision))
                 if batch.canceled:
-                    # etcd reports a compacted start revision with compact_revision and
-                    # a header without a revision (and no cancel_reason).
-                    extra: dict[str, Any] = {"canceled": True}
-                    revision = None
-                    if batch.compact_revision:
-                        extra["compact_revision"] = str(batch.compact_revision)
-                        revision = 0
-                    out.put_nowait(self._watch_result(wid, extra, revision))
                     watchers.pop(wid, None)
                     return
-                # etcd's header: the store's revision for history caught up on (events
-                # from before the watch was created), else the events' revision.
-                if batch.events[0].kv.mod_revision <= created_at:
-                    revision = batch.revision
-                else:
-                    revision = batch.events[-1].kv.mod_revision
-                events = [gateway.event_json(e) for e in batch.events]
-                out.put_nowait(self._watch_result(wid, {"events": events}, revision))
 
         async def read_requests() -> None:
             nonlocal next_id
