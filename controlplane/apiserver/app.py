@@ -32,6 +32,7 @@ from kubelab.api import errors, patch, resources, tables
 from . import discovery, handlers, openapi
 from .authn import UserInfo
 from .handlers import json_response
+from .impersonation import PREFIX, impersonate
 from .registry import DeleteOptions, EventStream, ListOptions, Registry, decode_body
 from .requestinfo import RequestInfo
 from .requestinfo import parse as parse_request
@@ -75,6 +76,18 @@ def create_app(server: APIServer) -> Flask:
             request.environ.get("kubelab.client_cert"),
             request.headers.get("Authorization", ""),
         )
+        asked = [(k, v) for k, v in request.headers.items() if k.lower().startswith(PREFIX)]
+        if asked:
+            g.impersonator = user
+            user = impersonate(user, asked, server.authz)
+            log.info(
+                "apiserver: %s acts as %s (groups %s) for %s %s",
+                g.impersonator.name,
+                user.name,
+                ",".join(user.groups),
+                request.method,
+                request.path,
+            )
         g.user = user
         info: RequestInfo = g.info
         _check_scope(info)
@@ -261,6 +274,7 @@ class _Record:
 
     info: RequestInfo
     user: UserInfo | None
+    impersonator: UserInfo | None  # who authenticated, when `user` is impersonated
     started: float
     audit_id: str
     source: str
@@ -274,6 +288,7 @@ class _Record:
         return cls(
             info,
             g.get("user"),
+            g.get("impersonator"),
             started,
             g.get("audit_id", ""),
             request.remote_addr or "",
@@ -282,7 +297,9 @@ class _Record:
 
     def finish(self, server: APIServer, code: int) -> None:
         server.metrics.observe(self.info, code, time.monotonic() - self.started)
-        server.audit.record(self.audit_id, self.info, self.user, code, self.source, self.agent)
+        server.audit.record(
+            self.audit_id, self.info, self.user, code, self.source, self.agent, self.impersonator
+        )
 
 
 def _dispatch(
