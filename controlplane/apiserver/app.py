@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
@@ -53,6 +54,26 @@ def _status_response(exc: errors.StatusError) -> Response:
     if exc.retry_after is not None:
         resp.headers["Retry-After"] = str(exc.retry_after)
     return resp
+
+
+# Go's wording where Python's differs (or changed between versions).
+_GO_PHRASES = {
+    413: "Request Entity Too Large",
+    414: "Request URI Too Long",
+    416: "Requested Range Not Satisfiable",
+    422: "Unprocessable Entity",
+}
+
+
+def reason_phrase(code: int) -> str:
+    """The status line's phrase as Go's net/http writes it ("409 Conflict"): werkzeug
+    upper-cases its own ("409 CONFLICT"), which clients that print the status line show."""
+    if code in _GO_PHRASES:
+        return _GO_PHRASES[code]
+    try:
+        return HTTPStatus(code).phrase
+    except ValueError:
+        return f"status code {code}"
 
 
 def _wants_table(accept: str) -> bool:
@@ -99,6 +120,7 @@ def create_app(server: APIServer) -> Flask:
     @app.after_request
     def record(resp: Response) -> Response:
         resp.headers["Audit-Id"] = g.get("audit_id", "")
+        resp.status = f"{resp.status_code} {reason_phrase(resp.status_code)}"
         record_ = _Record.current()
         if record_ is not None and not g.get("streaming"):
             record_.finish(server, resp.status_code)
