@@ -55,6 +55,7 @@ from kubelab.storeclient import (
     Unavailable,
     WatchResponse,
 )
+from kubelab.storeclient.wire import as_bytes, key_range
 
 _T = TypeVar("_T")
 
@@ -127,7 +128,7 @@ class MemStore:
         sort_order: SortOrder | None = None,
         sort_target: SortTarget | None = None,
     ) -> RangeResult:
-        k, end = storeclient._key_range(key, range_end, prefix)
+        k, end = key_range(key, range_end, prefix)
         request = Get(
             k, end, limit, revision, keys_only, count_only, serializable, sort_order, sort_target
         )
@@ -145,7 +146,7 @@ class MemStore:
     def put(
         self, key: Bytesish, value: Bytesish, lease: int = 0, prev_kv: bool = False
     ) -> PutResult:
-        body = Put(storeclient._bytes(key), storeclient._bytes(value), lease, prev_kv).body()
+        body = Put(as_bytes(key), as_bytes(value), lease, prev_kv).body()
 
         def serve() -> dict[str, Any]:
             resp = self._apply(gateway.put_request(body))
@@ -161,7 +162,7 @@ class MemStore:
         prefix: bool = False,
         prev_kv: bool = False,
     ) -> DeleteResult:
-        k, end = storeclient._key_range(key, range_end, prefix)
+        k, end = key_range(key, range_end, prefix)
         body = Delete(k, end, prev_kv).body()
 
         def serve() -> dict[str, Any]:
@@ -209,7 +210,7 @@ class MemStore:
         progress_notify: bool = False,
     ) -> MemWatch:
         """Watch `key` (or a range or prefix) from `start_revision` (0: from now on)."""
-        k, end = storeclient._key_range(key, range_end, prefix)
+        k, end = key_range(key, range_end, prefix)
 
         def create() -> tuple[Watcher, int, dict[str, Any]]:
             created_at = self._mvcc.revision

@@ -1,7 +1,7 @@
-"""The Deployment controller in a running control plane (real apiserver, store and
-controller-manager processes), driven by the real kubectl: `kubectl create deployment`,
-`set image`, `scale` and `rollout status|history|undo|pause|resume|restart`. The tests
-play scheduler and kubelet (`Kubelet`); a rolling update is checked against maxSurge and
+"""The Deployment controller against the real apiserver (in-process, with the controllers:
+`workloads.WorkloadLab`), driven by the real kubectl: `kubectl create deployment`, `set
+image`, `scale` and `rollout status|history|undo|pause|resume|restart`. The tests play
+scheduler and kubelet (`Kubelet`); a rolling update is checked against maxSurge and
 maxUnavailable on every pod watch event (`PodWatch`)."""
 
 from __future__ import annotations
@@ -10,18 +10,17 @@ import json
 import time
 from typing import Any
 
-from tests.integration.controlplane_fixture import Lab, lab, namespace
-from tests.integration.workloads import Kubelet, PodWatch, get, pods
+from tests.integration.workloads import Kubelet, PodWatch, WorkloadLab, get, lab, namespace, pods
 
 __all__ = ["lab", "namespace"]  # pytest fixtures used below
 
 
-def replica_sets(lab: Lab, namespace: str) -> list[dict[str, Any]]:
+def replica_sets(lab: WorkloadLab, namespace: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = lab.kubectl_json("get", "replicasets", "-n", namespace)["items"]
     return items
 
 
-def deployment(lab: Lab, namespace: str, name: str) -> dict[str, Any]:
+def deployment(lab: WorkloadLab, namespace: str, name: str) -> dict[str, Any]:
     return get(lab, f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}")
 
 
@@ -32,14 +31,16 @@ def ready(pod: dict[str, Any]) -> bool:
     )
 
 
-def rollout_status(lab: Lab, namespace: str, name: str, timeout: str = "60s") -> str:
+def rollout_status(lab: WorkloadLab, namespace: str, name: str, timeout: str = "60s") -> str:
     done = lab.kubectl(
         "rollout", "status", f"deployment/{name}", "-n", namespace, f"--timeout={timeout}"
     )
     return done.stdout
 
 
-def test_create_deployment_makes_a_replica_set_and_its_pods(lab: Lab, namespace: str) -> None:
+def test_create_deployment_makes_a_replica_set_and_its_pods(
+    lab: WorkloadLab, namespace: str
+) -> None:
     lab.kubectl(
         "create", "deployment", "nginx", "--image=nginx:1.21", "--replicas=3", "-n", namespace
     )
@@ -77,7 +78,7 @@ def test_create_deployment_makes_a_replica_set_and_its_pods(lab: Lab, namespace:
 
 
 def test_a_slow_rolling_update_stays_within_surge_and_unavailability(
-    lab: Lab, namespace: str
+    lab: WorkloadLab, namespace: str
 ) -> None:
     replicas, surge, unavailable = 4, 1, 1  # the defaults, 25 %, for 4 replicas
     lab.kubectl(
@@ -115,7 +116,7 @@ def test_a_slow_rolling_update_stays_within_surge_and_unavailability(
     assert (old["spec"]["replicas"], new["spec"]["replicas"]) == (0, replicas)
 
 
-def test_rollout_history_undo_pause_resume_restart(lab: Lab, namespace: str) -> None:
+def test_rollout_history_undo_pause_resume_restart(lab: WorkloadLab, namespace: str) -> None:
     def run(*args: str) -> str:
         return lab.kubectl(*args, "-n", namespace).stdout
 
@@ -174,7 +175,9 @@ def test_rollout_history_undo_pause_resume_restart(lab: Lab, namespace: str) -> 
         assert scale["spec"]["replicas"] == 4
 
 
-def test_revision_history_limit_deletes_the_oldest_replica_sets(lab: Lab, namespace: str) -> None:
+def test_revision_history_limit_deletes_the_oldest_replica_sets(
+    lab: WorkloadLab, namespace: str
+) -> None:
     with Kubelet(lab, namespace):
         lab.kubectl(
             "create", "deployment", "web", "--image=nginx:1.21", "--replicas=1", "-n", namespace
@@ -198,7 +201,7 @@ def test_revision_history_limit_deletes_the_oldest_replica_sets(lab: Lab, namesp
     assert revisions == ["3", "4"]
 
 
-def test_recreate_never_runs_old_and_new_pods_together(lab: Lab, namespace: str) -> None:
+def test_recreate_never_runs_old_and_new_pods_together(lab: WorkloadLab, namespace: str) -> None:
     manifest = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -230,7 +233,7 @@ def test_recreate_never_runs_old_and_new_pods_together(lab: Lab, namespace: str)
     }
 
 
-def test_a_rollout_without_progress_exceeds_its_deadline(lab: Lab, namespace: str) -> None:
+def test_a_rollout_without_progress_exceeds_its_deadline(lab: WorkloadLab, namespace: str) -> None:
     lab.kubectl(
         "create", "deployment", "stuck", "--image=nginx:1.21", "--replicas=1", "-n", namespace
     )

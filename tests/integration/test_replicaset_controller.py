@@ -1,13 +1,20 @@
-"""The ReplicaSet controller in a running control plane (real apiserver, store and
-controller-manager processes), driven by the real kubectl; the tests play scheduler and
+"""The ReplicaSet controller against the real apiserver (in-process, with the controllers:
+`workloads.WorkloadLab`), driven by the real kubectl; the tests play scheduler and
 kubelet. The seeds' example: delete a pod, a replacement appears."""
 
 from __future__ import annotations
 
 import json
 
-from tests.integration.controlplane_fixture import Lab, lab, namespace
-from tests.integration.workloads import delete_pod_now, get, pods, set_ready
+from tests.integration.workloads import (
+    WorkloadLab,
+    delete_pod_now,
+    get,
+    lab,
+    namespace,
+    pods,
+    set_ready,
+)
 
 __all__ = ["lab", "namespace"]  # pytest fixtures used below
 
@@ -31,7 +38,7 @@ def replica_set(name: str, replicas: int, **spec: object) -> str:
     )
 
 
-def test_a_deleted_pod_is_replaced(lab: Lab, namespace: str) -> None:
+def test_a_deleted_pod_is_replaced(lab: WorkloadLab, namespace: str) -> None:
     lab.kubectl("apply", "-n", namespace, "-f", "-", input=replica_set("web", 3))
     lab.until(lambda: len(pods(lab, namespace, "app=web")) == 3, "3 pods")
     first = pods(lab, namespace, "app=web")
@@ -57,7 +64,7 @@ def test_a_deleted_pod_is_replaced(lab: Lab, namespace: str) -> None:
     assert reasons.count("SuccessfulCreate") == 4
 
 
-def test_status_counts_ready_and_available_pods(lab: Lab, namespace: str) -> None:
+def test_status_counts_ready_and_available_pods(lab: WorkloadLab, namespace: str) -> None:
     lab.kubectl("apply", "-n", namespace, "-f", "-", input=replica_set("web", 2))
     lab.until(lambda: len(pods(lab, namespace, "app=web")) == 2, "2 pods")
     for pod in pods(lab, namespace, "app=web"):
@@ -69,7 +76,7 @@ def test_status_counts_ready_and_available_pods(lab: Lab, namespace: str) -> Non
     assert status["observedGeneration"] == 1
 
 
-def test_scale_down_deletes_not_ready_pods_first(lab: Lab, namespace: str) -> None:
+def test_scale_down_deletes_not_ready_pods_first(lab: WorkloadLab, namespace: str) -> None:
     lab.kubectl("apply", "-n", namespace, "-f", "-", input=replica_set("web", 3))
     lab.until(lambda: len(pods(lab, namespace, "app=web")) == 3, "3 pods")
     names = sorted(p["metadata"]["name"] for p in pods(lab, namespace, "app=web"))
@@ -80,7 +87,9 @@ def test_scale_down_deletes_not_ready_pods_first(lab: Lab, namespace: str) -> No
     assert sorted(p["metadata"]["name"] for p in pods(lab, namespace, "app=web")) == names[1:]
 
 
-def test_orphans_are_adopted_and_mismatching_pods_released(lab: Lab, namespace: str) -> None:
+def test_orphans_are_adopted_and_mismatching_pods_released(
+    lab: WorkloadLab, namespace: str
+) -> None:
     orphan = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -106,7 +115,7 @@ def test_orphans_are_adopted_and_mismatching_pods_released(lab: Lab, namespace: 
     delete_pod_now(lab, namespace, "orphan")
 
 
-def test_replication_controllers_work_alike(lab: Lab, namespace: str) -> None:
+def test_replication_controllers_work_alike(lab: WorkloadLab, namespace: str) -> None:
     rc = {
         "apiVersion": "v1",
         "kind": "ReplicationController",

@@ -1,7 +1,7 @@
-"""The StatefulSet controller in a running control plane (real apiserver, store and
-controller-manager processes), with the real kubectl; the tests play the kubelet.
-Ordinal names, OrderedReady and Parallel, scale down in reverse order, rolling update
-by ordinal (reverse order, partition), PersistentVolumeClaims from templates."""
+"""The StatefulSet controller against the real apiserver (in-process, with the controllers:
+`workloads.WorkloadLab`), with the real kubectl; the tests play the kubelet. Ordinal
+names, OrderedReady and Parallel, scale down in reverse order, rolling update by ordinal
+(reverse order, partition), PersistentVolumeClaims from templates."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import json
 import time
 from typing import Any
 
-from tests.integration.controlplane_fixture import Lab, lab, namespace
-from tests.integration.workloads import Kubelet, PodWatch, get, pods
+from tests.integration.workloads import Kubelet, PodWatch, WorkloadLab, get, lab, namespace, pods
 
 __all__ = ["lab", "namespace"]  # pytest fixtures used below
 
@@ -35,11 +34,11 @@ def stateful_set(name: str, replicas: int, **spec: Any) -> str:
     )
 
 
-def names(lab: Lab, namespace: str, app: str) -> list[str]:
+def names(lab: WorkloadLab, namespace: str, app: str) -> list[str]:
     return sorted(p["metadata"]["name"] for p in pods(lab, namespace, f"app={app}"))
 
 
-def sts(lab: Lab, namespace: str, name: str) -> dict[str, Any]:
+def sts(lab: WorkloadLab, namespace: str, name: str) -> dict[str, Any]:
     return get(lab, f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}")
 
 
@@ -49,7 +48,9 @@ CLAIM = {
 }
 
 
-def test_ordered_ready_starts_pod_n_after_pod_n_minus_1_is_ready(lab: Lab, namespace: str) -> None:
+def test_ordered_ready_starts_pod_n_after_pod_n_minus_1_is_ready(
+    lab: WorkloadLab, namespace: str
+) -> None:
     manifest = stateful_set("web", 3, volumeClaimTemplates=[CLAIM])
     with PodWatch(lab, namespace) as watch:
         lab.kubectl("apply", "-n", namespace, "-f", "-", input=manifest)
@@ -76,7 +77,9 @@ def test_ordered_ready_starts_pod_n_after_pod_n_minus_1_is_ready(lab: Lab, names
     ]
 
 
-def test_scale_down_goes_in_reverse_order_and_keeps_the_claims(lab: Lab, namespace: str) -> None:
+def test_scale_down_goes_in_reverse_order_and_keeps_the_claims(
+    lab: WorkloadLab, namespace: str
+) -> None:
     with Kubelet(lab, namespace):
         lab.kubectl(
             "apply",
@@ -97,7 +100,7 @@ def test_scale_down_goes_in_reverse_order_and_keeps_the_claims(lab: Lab, namespa
 
 
 def test_rolling_update_goes_by_ordinal_in_reverse_and_respects_the_partition(
-    lab: Lab, namespace: str
+    lab: WorkloadLab, namespace: str
 ) -> None:
     with Kubelet(lab, namespace):
         lab.kubectl("apply", "-n", namespace, "-f", "-", input=stateful_set("web", 3))
@@ -152,7 +155,7 @@ def test_rolling_update_goes_by_ordinal_in_reverse_and_respects_the_partition(
         assert by_name == {"web-0": "nginx:1.22", "web-1": "nginx:1.22", "web-2": "nginx:1.23"}
 
 
-def test_parallel_creates_every_pod_at_once(lab: Lab, namespace: str) -> None:
+def test_parallel_creates_every_pod_at_once(lab: WorkloadLab, namespace: str) -> None:
     lab.kubectl(
         "apply",
         "-n",

