@@ -84,6 +84,9 @@ class LocalControlPlane:
         self.process: subprocess.Popen[bytes] | None = None
         """The apiserver."""
         self.controller_manager: subprocess.Popen[bytes] | None = None
+        self.controller_manager_port = free_port()
+        """Where the controller-manager serves /healthz, /readyz and /metrics (HTTPS):
+        a free port rather than 10257, so that several planes can run on one machine."""
 
     @property
     def server(self) -> str:
@@ -229,6 +232,12 @@ class LocalControlPlane:
             "--root-ca-file",
             str(self.pki / "ca.crt"),
             "--leader-elect=true",
+            "--secure-port",
+            str(self.controller_manager_port),
+            "--bind-address",
+            "127.0.0.1",
+            "--cert-dir",
+            str(self.dir / "controller-manager-serving"),
         ]
 
     def start(self, timeout: float = 60.0, detach: bool = False) -> None:

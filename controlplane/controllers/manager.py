@@ -21,6 +21,12 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
                                    workers of those controllers (5 each)
     --kube-api-qps, --kube-api-burst
                                    the rate limit of each controller's client (20, 30)
+    --secure-port N                /healthz, /readyz, /metrics over HTTPS (10257; 0: off)
+    --bind-address IP              where to serve them (0.0.0.0)
+    --tls-cert-file, --tls-private-key-file
+                                   the serving certificate; without them a self-signed
+                                   one is made in --cert-dir (a temporary directory if
+                                   not given), as kube-controller-manager does
     -v N                           4 and more: debug logs
 
 Controllers (`--controllers` also takes their older names in parentheses):
@@ -55,6 +61,7 @@ import logging
 import re
 import signal
 import socket
+import ssl
 import sys
 import threading
 import uuid
@@ -70,9 +77,11 @@ from kubelab.client import (
     RestClient,
     load_config,
 )
+from kubelab.serving import HealthServer, serving_context
 
 from . import deployment, garbagecollector, namespace, replicaset, serviceaccounts, statefulset
 from .base import Controller, ControllerContext, InformerFactory
+from .metrics import ManagerMetrics
 
 log = logging.getLogger("kubelab.controller-manager")
 
@@ -171,6 +180,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--concurrent-statefulset-syncs", type=int, default=5)
     p.add_argument("--kube-api-qps", type=float, default=20.0)
     p.add_argument("--kube-api-burst", type=int, default=30)
+    p.add_argument("--secure-port", type=int, default=10257)
+    p.add_argument("--bind-address", default="0.0.0.0")
+    p.add_argument("--tls-cert-file", type=Path)
+    p.add_argument("--tls-private-key-file", type=Path)
+    p.add_argument("--cert-dir", type=Path)
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
     return p.parse_args(argv)
 
@@ -190,9 +204,12 @@ class Options:
 class ControllerManager:
     """Runs terms of leadership (module docstring) with the same configuration."""
 
-    def __init__(self, config: ClientConfig, options: Options) -> None:
+    def __init__(
+        self, config: ClientConfig, options: Options, metrics: ManagerMetrics | None = None
+    ) -> None:
         self._config = config
         self._options = options
+        self._metrics = metrics or ManagerMetrics()
 
     def run(self, stop: threading.Event) -> None:
         """One term: run the enabled controllers until `stop` is set."""
@@ -213,6 +230,7 @@ class ControllerManager:
             log.info("waiting for the caches of %d resources to sync", len(informers))
             if not informers.wait_for_sync(stop):
                 return
+            self._metrics.term_started(controllers)
             threads = []
             for controller in controllers:
                 workers = opts.workers.get(controller.name, 1)
@@ -226,6 +244,7 @@ class ControllerManager:
                 thread.join()
             log.info("controllers stopped")
         finally:
+            self._metrics.term_ended()
             # The clients go only once the informers are done with them: closing one
             # removes its TLS files. Informers that are still running past the bound
             # are cut short by the close (their requests fail with ClientClosed).
@@ -366,14 +385,46 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info("controllers: %s; apiserver %s", ", ".join(options.controllers), config.server)
-    manager = ControllerManager(config, options)
-    if args.leader_elect:
-        status = run_with_leader_election(manager, config, args, stop)
-    else:
-        manager.run(stop)
-        status = 0
+    metrics = ManagerMetrics()
+    try:
+        health = _serve_health(args, metrics, stop)
+    except (OSError, ssl.SSLError) as exc:
+        log.error("cannot serve on port %d: %s", args.secure_port, exc)
+        return 1
+    manager = ControllerManager(config, options, metrics)
+    try:
+        if args.leader_elect:
+            status = run_with_leader_election(manager, config, args, stop)
+        else:
+            manager.run(stop)
+            status = 0
+    finally:
+        if health is not None:
+            health.stop()
     log.info("stopped")
     return status
+
+
+def _serve_health(
+    args: argparse.Namespace, metrics: ManagerMetrics, stop: threading.Event
+) -> HealthServer | None:
+    """The HTTPS endpoint (`--secure-port`, 0: none). Healthy while the process runs;
+    ready too, as kube-controller-manager is, whether or not it leads (a standby is
+    ready to take over), until it is stopping."""
+    if args.secure_port == 0:
+        return None
+    context = serving_context(
+        args.tls_cert_file, args.tls_private_key_file, args.cert_dir, "kube-controller-manager"
+    )
+    server = HealthServer(
+        (args.bind_address, args.secure_port),
+        context,
+        metrics.registry,
+        healthz={"ping": lambda: None},
+        readyz={"shutdown": lambda: "stopping" if stop.is_set() else None},
+    )
+    server.start()
+    return server
 
 
 if __name__ == "__main__":
