@@ -59,11 +59,11 @@ from kubelab.client import (
     object_key,
     resource_for,
 )
+from kubelab.client.events import NORMAL, EventRecorder
 
 from . import deploymentutil as du
 from . import podcontrol as pc
 from .base import ControllerContext, SyncError, SyncResult, Workers, controller_logger
-from .events import NORMAL, EventRecorder
 from .replicaset import REPLICA_SETS, pod_informer
 
 NAME = "deployment-controller"
@@ -93,7 +93,7 @@ class DeploymentController:
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
         self._client = ctx.client_for(NAME)
-        self._events = EventRecorder(self._client, NAME, log, clock)
+        self._events = EventRecorder(self._client, NAME)
         self._clock = clock
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
         self._deployments = ctx.informers.informer(DEPLOYMENTS)
@@ -111,7 +111,11 @@ class DeploymentController:
         self._pods.add_event_handler(on_delete=self._pod_deleted)
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        self._events.start()
+        try:
+            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        finally:
+            self._events.stop()
 
     # -- handlers ------------------------------------------------------------------------
 

@@ -45,10 +45,10 @@ from kubelab.client import (
     object_key,
     resource_for,
 )
+from kubelab.client.events import NORMAL, WARNING, EventRecorder
 
 from . import podcontrol as pc
 from .base import ControllerContext, SyncResult, Workers, controller_logger
-from .events import NORMAL, WARNING, EventRecorder
 
 REPLICASET_CONTROLLER = "replicaset-controller"
 REPLICATION_CONTROLLER = "replicationcontroller-controller"
@@ -133,7 +133,7 @@ class ReplicaSetController:
         self._kind = kind
         self._log = controller_logger(kind.name)
         self._client = ctx.client_for(kind.name)
-        self._events = EventRecorder(self._client, kind.name, self._log, clock)
+        self._events = EventRecorder(self._client, kind.name)
         self._clock = clock
         self.expectations = pc.Expectations(clock)
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
@@ -149,7 +149,11 @@ class ReplicaSetController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(self.name, self.queue, self.sync, self._log).run(workers, stop)
+        self._events.start()
+        try:
+            Workers(self.name, self.queue, self.sync, self._log).run(workers, stop)
+        finally:
+            self._events.stop()
 
     # -- handlers ------------------------------------------------------------------------
 

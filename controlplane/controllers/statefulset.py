@@ -56,11 +56,11 @@ from kubelab.client import (
     object_key,
     resource_for,
 )
+from kubelab.client.events import NORMAL, WARNING, EventRecorder
 
 from . import deploymentutil as du
 from . import podcontrol as pc
 from .base import ControllerContext, SyncResult, Workers, controller_logger
-from .events import NORMAL, WARNING, EventRecorder
 from .replicaset import PODS, pod_informer
 
 NAME = "statefulset-controller"
@@ -127,7 +127,7 @@ class StatefulSetController:
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
         self._client = ctx.client_for(NAME)
-        self._events = EventRecorder(self._client, NAME, log, clock)
+        self._events = EventRecorder(self._client, NAME)
         self._clock = clock
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
         self._sets = ctx.informers.informer(STATEFUL_SETS)
@@ -146,7 +146,11 @@ class StatefulSetController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        self._events.start()
+        try:
+            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        finally:
+            self._events.stop()
 
     # -- handlers ------------------------------------------------------------------------
 

@@ -72,9 +72,13 @@ def test_create_deployment_makes_a_replica_set_and_its_pods(
     conditions = {c["type"]: c for c in d["status"]["conditions"]}
     assert conditions["Available"]["status"] == "True"
     assert conditions["Progressing"]["reason"] == "NewReplicaSetAvailable"
-    events = lab.kubectl_json("get", "events", "-n", namespace)["items"]
-    scaling = [e["message"] for e in events if e["reason"] == "ScalingReplicaSet"]
-    assert f"Scaled up replica set {rs['metadata']['name']} from 0 to 3" in scaling
+
+    def scaling() -> list[str]:
+        events = lab.kubectl_json("get", "events", "-n", namespace)["items"]
+        return [e["message"] for e in events if e["reason"] == "ScalingReplicaSet"]
+
+    message = f"Scaled up replica set {rs['metadata']['name']} from 0 to 3"
+    lab.until(lambda: message in scaling(), "the ScalingReplicaSet event")
 
 
 def test_a_slow_rolling_update_stays_within_surge_and_unavailability(

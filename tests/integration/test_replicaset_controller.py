@@ -59,9 +59,14 @@ def test_a_deleted_pod_is_replaced(lab: WorkloadLab, namespace: str) -> None:
     )
     # Never more than asked for: expectations hold back a second create.
     assert len(pods(lab, namespace, "app=web")) == 3
-    events = lab.kubectl_json("get", "events", "-n", namespace)["items"]
-    reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == "web"]
-    assert reasons.count("SuccessfulCreate") == 4
+
+    def creates() -> int:
+        events = lab.kubectl_json("get", "events", "-n", namespace)["items"]
+        return [e["reason"] for e in events if e["involvedObject"]["name"] == "web"].count(
+            "SuccessfulCreate"
+        )
+
+    lab.until(lambda: creates() == 4, "4 SuccessfulCreate events")
 
 
 def test_status_counts_ready_and_available_pods(lab: WorkloadLab, namespace: str) -> None:

@@ -35,7 +35,10 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, str | None]]]:
 
 def test_health_readiness_and_metrics(served: tuple[str, Path, dict[str, str | None]]) -> None:
     base, ca, problems = served
-    get = lambda path: requests.get(base + path, verify=str(ca), timeout=5)  # noqa: E731
+
+    def get(path: str) -> requests.Response:
+        return requests.get(base + path, verify=str(ca), timeout=5)
+
     assert (get("/healthz").status_code, get("/healthz").text) == (200, "ok")
     assert get("/readyz").text == "ok"
     assert "syncs_total 3.0" in get("/metrics").text
