@@ -3,14 +3,9 @@ with a stable identity, `<set>-0`, `<set>-1`, ..., each with its own PersistentV
 per `volumeClaimTemplates` entry (`<claim>-<set>-<ordinal>`, kept when the pod goes, so
 that its successor of the same ordinal finds the same data).
 
-Revisions. Each pod template the set has had is a ControllerRevision `<set>-<hash>`
-(its `data` the template, as a strategic merge patch that replaces the set's template,
-which is what `kubectl rollout undo statefulset` applies; its `revision` a number).
-`status.updateRevision` is the revision of the current template, `status.currentRevision`
-the one the set ran before the update began; pods carry theirs in the label
-`controller-revision-hash`. A template that matches an older revision reuses it, with
-the next number (a rollback). Revisions beyond `revisionHistoryLimit` that no pod uses
-are deleted, oldest first.
+Revisions (`history.py`). `status.updateRevision` is the ControllerRevision of the
+current template, `status.currentRevision` the one the set ran before the update began;
+pods carry theirs (by name) in the label `controller-revision-hash`.
 
 A sync (Kubernetes' defaultStatefulSetControl, reduced to what the issue asks):
 
@@ -40,7 +35,6 @@ from __future__ import annotations
 
 import copy
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from kubelab.api.errors import StatusError
@@ -52,24 +46,21 @@ from kubelab.client import (
     DeletedFinalStateUnknown,
     Object,
     WorkQueue,
-    namespace_index,
     object_key,
     resource_for,
 )
 from kubelab.client.events import NORMAL, WARNING, EventRecorder
 
-from . import deploymentutil as du
 from . import podcontrol as pc
 from .base import ControllerContext, SyncResult, Workers, controller_logger
+from .history import REVISION_LABEL, History, Revisions, revision_template
 from .replicaset import PODS, pod_informer
 
 NAME = "statefulset-controller"
 
 STATEFUL_SETS = resource_for("apps/v1", "StatefulSet")
-CONTROLLER_REVISIONS = resource_for("apps/v1", "ControllerRevision")
 CLAIMS = resource_for("v1", "PersistentVolumeClaim")
 
-REVISION_LABEL = "controller-revision-hash"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
@@ -94,30 +85,8 @@ def finished(pod: Object) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def revision_data(template: Object) -> Object:
-    """A ControllerRevision's data: a patch that puts `template` back in the set."""
-    return {"spec": {"template": {**copy.deepcopy(template), "$patch": "replace"}}}
-
-
-def revision_template(revision: Object) -> Object:
-    template: Object = copy.deepcopy(
-        ((revision.get("data") or {}).get("spec") or {}).get("template") or {}
-    )
-    template.pop("$patch", None)
-    return template
-
-
 def claim_name(claim: Object, pod_name: str) -> str:
     return f"{pc.meta(claim).get('name')}-{pod_name}"
-
-
-@dataclass
-class Revisions:
-    """The set's current and update revisions (ControllerRevision objects)."""
-
-    current: Object
-    update: Object
-    all: list[Object]
 
 
 class StatefulSetController:
@@ -131,8 +100,7 @@ class StatefulSetController:
         self._clock = clock
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
         self._sets = ctx.informers.informer(STATEFUL_SETS)
-        self._revisions = ctx.informers.informer(CONTROLLER_REVISIONS)
-        pc.add_index(self._revisions, NAMESPACE_INDEX, namespace_index)
+        self._history = History(ctx, self._client)
         self._pods = pod_informer(ctx)
         self._sets.add_event_handler(
             on_add=self._enqueue,
@@ -203,7 +171,7 @@ class StatefulSetController:
             if ordinal(name, p) is not None or pc.controller_ref(p) is not None
         ]
         pods = refs.claim(candidates).owned
-        revisions = self._sync_revisions(sts)
+        revisions = self._history.sync(sts, (sts.get("status") or {}).get("currentRevision"))
         if not pc.being_deleted(sts):
             self._update(sts, revisions, pods)
         pods = [
@@ -212,84 +180,10 @@ class StatefulSetController:
             if (pc.controller_ref(p) or {}).get("uid") == pc.meta(sts).get("uid")
         ]
         self._write_status(sts, revisions, pods)
-        self._truncate_history(sts, revisions, pods)
+        self._history.truncate(sts, revisions, (pc.labels(p).get(REVISION_LABEL, "") for p in pods))
         return None
 
     # -- revisions -----------------------------------------------------------------------
-
-    def _owned_revisions(self, sts: Object) -> list[Object]:
-        uid = pc.meta(sts).get("uid")
-        owned = [
-            r
-            for r in self._revisions.indexer.by_index(
-                NAMESPACE_INDEX, str(pc.meta(sts)["namespace"])
-            )
-            if (pc.controller_ref(r) or {}).get("uid") == uid
-        ]
-        return sorted(owned, key=lambda r: int(r.get("revision") or 0))
-
-    def _sync_revisions(self, sts: Object) -> Revisions:
-        """The current and update revisions, the update revision created (or renumbered,
-        for a rollback to an older template) as needed."""
-        owned = self._owned_revisions(sts)
-        template = (sts.get("spec") or {}).get("template") or {}
-        data = revision_data(template)
-        top = int(owned[-1].get("revision") or 0) if owned else 0
-        update = next((r for r in owned if r.get("data") == data), None)
-        if update is None:
-            update = self._create_revision(sts, data, top + 1)
-            owned.append(update)
-        elif int(update.get("revision") or 0) < top:
-            changed = copy.deepcopy(update)
-            changed["revision"] = top + 1
-            update = self._client.update(CONTROLLER_REVISIONS, changed)
-            owned = [update if pc.meta(r)["name"] == pc.meta(update)["name"] else r for r in owned]
-        current_name = (sts.get("status") or {}).get("currentRevision")
-        current = next((r for r in owned if pc.meta(r)["name"] == current_name), update)
-        return Revisions(current, update, owned)
-
-    def _create_revision(self, sts: Object, data: Object, number: int) -> Object:
-        namespace = str(pc.meta(sts)["namespace"])
-        collisions = (sts.get("status") or {}).get("collisionCount")
-        template = (sts.get("spec") or {}).get("template") or {}
-        name = f"{pc.meta(sts)['name']}-{du.template_hash(template, collisions)}"
-        template_labels = dict((template.get("metadata") or {}).get("labels") or {})
-        revision = {
-            "apiVersion": CONTROLLER_REVISIONS.api_version,
-            "kind": CONTROLLER_REVISIONS.kind,
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": {**template_labels, REVISION_LABEL: name.rsplit("-", 1)[1]},
-                "ownerReferences": [pc.new_controller_ref(sts)],
-            },
-            "data": data,
-            "revision": number,
-        }
-        try:
-            return self._client.create(CONTROLLER_REVISIONS, revision, namespace)
-        except StatusError as exc:
-            if exc.code != 409:
-                raise
-            # Made by an earlier sync whose result the cache has not shown yet.
-            existing = self._client.get(CONTROLLER_REVISIONS, name, namespace)
-            if existing.get("data") != data:
-                raise
-            return existing
-
-    def _truncate_history(self, sts: Object, revisions: Revisions, pods: list[Object]) -> None:
-        limit = int((sts.get("spec") or {}).get("revisionHistoryLimit", 10))
-        live = {pc.meta(revisions.current)["name"], pc.meta(revisions.update)["name"]}
-        live |= {pc.labels(p).get(REVISION_LABEL, "") for p in pods}
-        history = [r for r in revisions.all if pc.meta(r)["name"] not in live]
-        for old in history[: max(0, len(history) - limit)]:
-            try:
-                self._client.delete(
-                    CONTROLLER_REVISIONS, str(pc.meta(old)["name"]), str(pc.meta(old)["namespace"])
-                )
-            except StatusError as exc:
-                if exc.code != 404:
-                    raise
 
     # -- pods ----------------------------------------------------------------------------
 
