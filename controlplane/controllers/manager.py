@@ -19,6 +19,7 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
     --concurrent-replicaset-syncs, --concurrent-rc-syncs, --concurrent-deployment-syncs,
     --concurrent-statefulset-syncs N
                                    workers of those controllers (5 each)
+    --concurrent-daemonset-syncs N daemonset controller workers (2)
     --kube-api-qps, --kube-api-burst
                                    the rate limit of each controller's client (20, 30)
     --secure-port N                /healthz, /readyz, /metrics over HTTPS (10257; 0: off)
@@ -31,8 +32,10 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
 
 Controllers (`--controllers` also takes their older names in parentheses):
 garbage-collector-controller (garbagecollector), namespace-controller (namespace),
-serviceaccount-controller (serviceaccount) and root-ca-certificate-publisher-controller
-(root-ca-cert-publisher).
+serviceaccount-controller (serviceaccount), root-ca-certificate-publisher-controller
+(root-ca-cert-publisher), replicaset-controller (replicaset),
+replicationcontroller-controller (replicationcontroller), deployment-controller
+(deployment), statefulset-controller (statefulset) and daemonset-controller (daemonset).
 
 Leadership. Several controller-managers may run for availability, but only the holder
 of the Lease kube-system/kube-controller-manager runs controllers: two garbage
@@ -79,7 +82,15 @@ from kubelab.client import (
 )
 from kubelab.serving import HealthServer, serving_context
 
-from . import deployment, garbagecollector, namespace, replicaset, serviceaccounts, statefulset
+from . import (
+    daemonset,
+    deployment,
+    garbagecollector,
+    namespace,
+    replicaset,
+    serviceaccounts,
+    statefulset,
+)
 from .base import Controller, ControllerContext, InformerFactory
 from .metrics import ManagerMetrics
 
@@ -94,6 +105,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     replicaset.REPLICATION_CONTROLLER: replicaset.ReplicationControllerController,
     deployment.NAME: deployment.DeploymentController,
     statefulset.NAME: statefulset.StatefulSetController,
+    daemonset.NAME: daemonset.DaemonSetController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -106,6 +118,7 @@ ALIASES = {
     "replicationcontroller": replicaset.REPLICATION_CONTROLLER,
     "deployment": deployment.NAME,
     "statefulset": statefulset.NAME,
+    "daemonset": daemonset.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -178,6 +191,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--concurrent-rc-syncs", type=int, default=5)
     p.add_argument("--concurrent-deployment-syncs", type=int, default=5)
     p.add_argument("--concurrent-statefulset-syncs", type=int, default=5)
+    p.add_argument("--concurrent-daemonset-syncs", type=int, default=2)
     p.add_argument("--kube-api-qps", type=float, default=20.0)
     p.add_argument("--kube-api-burst", type=int, default=30)
     p.add_argument("--secure-port", type=int, default=10257)
@@ -365,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 replicaset.REPLICATION_CONTROLLER: args.concurrent_rc_syncs,
                 deployment.NAME: args.concurrent_deployment_syncs,
                 statefulset.NAME: args.concurrent_statefulset_syncs,
+                daemonset.NAME: args.concurrent_daemonset_syncs,
             },
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,

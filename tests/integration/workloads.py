@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import pytest
 import requests
 
-from controlplane.controllers import deployment, replicaset, statefulset
+from controlplane.controllers import daemonset, deployment, replicaset, statefulset
 from controlplane.controllers.manager import ControllerManager, Options
 from lab.testenv import Environment
 from tests.conftest import new_namespace
@@ -35,6 +35,7 @@ CONTROLLERS = (
     replicaset.REPLICATION_CONTROLLER,
     deployment.NAME,
     statefulset.NAME,
+    daemonset.NAME,
 )
 
 
@@ -201,9 +202,10 @@ def get(lab: ApiLab, path: str) -> dict[str, Any]:
 
 
 class Kubelet:
-    """Plays the kubelets of a namespace in a thread: each pod that exists for `delay`
-    seconds is reported Running and Ready (with `bind`, first bound to `node`). A
-    context manager; `paused` holds it back."""
+    """Plays the scheduler and kubelets of a namespace in a thread: each pod that exists
+    for `delay` seconds is reported Running and Ready, first bound to the node its
+    affinity pins (a DaemonSet's pods), else to `node` if given. A context manager;
+    `paused` holds it back."""
 
     def __init__(self, lab: ApiLab, namespace: str, delay: float = 0.0, node: str = "") -> None:
         self.lab = lab
@@ -227,14 +229,20 @@ class Kubelet:
         while not self._stop.wait(0.05):
             if self.paused.is_set():
                 continue
-            for pod in pods(self.lab, self.namespace):
+            r = self.lab.api("GET", f"/api/v1/namespaces/{self.namespace}/pods")
+            for pod in r.json()["items"]:
                 name = pod["metadata"]["name"]
+                if pod["metadata"].get("deletionTimestamp"):
+                    # A bound pod being deleted: its containers stop, the kubelet confirms.
+                    delete_pod_now(self.lab, self.namespace, name)
+                    continue
                 first = self._seen.setdefault(pod["metadata"]["uid"], time.monotonic())
                 conditions = {c["type"]: c["status"] for c in pod["status"].get("conditions", [])}
                 if conditions.get("Ready") == "True" or time.monotonic() - first < self.delay:
                     continue
-                if self.node and not pod["spec"].get("nodeName"):
-                    bind(self.lab, self.namespace, name, self.node)
+                target = daemonset.target_node(pod) or self.node
+                if target and not pod["spec"].get("nodeName"):
+                    bind(self.lab, self.namespace, name, target)
                 set_ready(self.lab, self.namespace, name)
                 if self.delay:
                     break  # one at a time: a slow node
