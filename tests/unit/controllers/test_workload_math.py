@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from controlplane.controllers import daemonset, statefulset
 from controlplane.controllers import deploymentutil as du
 from controlplane.controllers import podcontrol as pc
 from kubelab.client import FakeClock
@@ -335,3 +336,112 @@ def test_expectations_hold_back_a_sync_until_observed_or_expired() -> None:
     assert not expectations.satisfied("ns/web")
     clock.step(pc.EXPECTATIONS_TTL + 1)
     assert expectations.satisfied("ns/web")  # an event lost for good wedges nothing
+
+
+def node(name: str, labels: dict[str, str] | None = None, *taints: dict[str, str]) -> Any:
+    return {"metadata": {"name": name, "labels": labels or {}}, "spec": {"taints": list(taints)}}
+
+
+DAEMON_TEMPLATE: dict[str, Any] = {"spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+
+@pytest.mark.parametrize(
+    ("template_spec", "the_node", "run", "keep"),
+    [
+        ({}, node("n"), True, True),
+        ({"nodeSelector": {"disk": "ssd"}}, node("n"), False, False),
+        ({"nodeSelector": {"disk": "ssd"}}, node("n", {"disk": "ssd"}), True, True),
+        # An untolerated NoSchedule taint: no new pod, but a running one stays.
+        ({}, node("n", None, {"key": "k", "effect": "NoSchedule"}), False, True),
+        # An untolerated NoExecute taint: not even a running one stays.
+        ({}, node("n", None, {"key": "k", "effect": "NoExecute"}), False, False),
+        (
+            {"tolerations": [{"key": "k", "operator": "Exists"}]},
+            node("n", None, {"key": "k", "effect": "NoExecute"}),
+            True,
+            True,
+        ),
+        # The default DaemonSet tolerations: cordoned, not ready, under pressure.
+        (
+            {},
+            node(
+                "n",
+                None,
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+                {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"},
+            ),
+            True,
+            True,
+        ),
+        # Only a host-network daemon tolerates a node without a pod network.
+        (
+            {},
+            node(
+                "n", None, {"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"}
+            ),
+            False,
+            True,
+        ),
+        (
+            {"hostNetwork": True},
+            node(
+                "n", None, {"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"}
+            ),
+            True,
+            True,
+        ),
+        ({"nodeName": "other"}, node("n"), False, False),
+    ],
+)
+def test_which_nodes_run_a_daemon(
+    template_spec: dict[str, Any], the_node: Any, run: bool, keep: bool
+) -> None:
+    template = {"spec": {**DAEMON_TEMPLATE["spec"], **template_spec}}
+    assert daemonset.placement(template, the_node) == daemonset.Placement(run, keep)
+
+
+def test_a_daemon_pod_is_pinned_to_its_node_by_affinity() -> None:
+    spec: dict[str, Any] = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "a", "operator": "Exists"}]}
+                    ]
+                },
+                "preferredDuringSchedulingIgnoredDuringExecution": [],
+            }
+        }
+    }
+    daemonset.pin_to_node(spec, "n7")
+    pod = {"spec": spec}
+    assert daemonset.target_node(pod) == "n7"
+    assert spec["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == []
+    assert daemonset.target_node({"spec": {**spec, "nodeName": "n8"}}) == "n8"
+
+
+@pytest.mark.parametrize(
+    ("value", "desired", "expected"),
+    [(1, 10, 1), ("10%", 10, 1), ("25%", 10, 3), ("0%", 10, 1), (0, 10, 1), ("100%", 3, 3)],
+)
+def test_daemon_set_max_unavailable_rounds_up(
+    value: int | str, desired: int, expected: int
+) -> None:
+    ds = {"spec": {"updateStrategy": {"rollingUpdate": {"maxUnavailable": value}}}}
+    assert daemonset.max_unavailable(ds, desired) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("web-0", 0),
+        ("web-12", 12),
+        ("web-x", None),
+        ("webby-1", None),
+        ("web", None),
+        ("a-web-1", None),
+    ],
+)
+def test_stateful_set_ordinals(name: str, expected: int | None) -> None:
+    assert statefulset.ordinal("web", {"metadata": {"name": name}}) == expected
