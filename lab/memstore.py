@@ -55,6 +55,8 @@ from kubelab.storeclient import (
     Unavailable,
     WatchResponse,
 )
+from kubelab.storeclient.errors import error_from
+from kubelab.storeclient.wire import as_bytes, key_range
 
 _T = TypeVar("_T")
 
@@ -91,9 +93,9 @@ class MemStore:
             try:
                 done.set_result(fn())
             except mvcc.MVCCError as err:
-                done.set_exception(storeclient.error_from(err.grpc_code, err.message))
+                done.set_exception(error_from(err.grpc_code, err.message))
             except gateway.BadRequest as err:
-                done.set_exception(storeclient.error_from(GrpcCode.INVALID_ARGUMENT, str(err)))
+                done.set_exception(error_from(GrpcCode.INVALID_ARGUMENT, str(err)))
             except BaseException as exc:
                 done.set_exception(exc)
 
@@ -127,7 +129,7 @@ class MemStore:
         sort_order: SortOrder | None = None,
         sort_target: SortTarget | None = None,
     ) -> RangeResult:
-        k, end = storeclient._key_range(key, range_end, prefix)
+        k, end = key_range(key, range_end, prefix)
         request = Get(
             k, end, limit, revision, keys_only, count_only, serializable, sort_order, sort_target
         )
@@ -145,7 +147,7 @@ class MemStore:
     def put(
         self, key: Bytesish, value: Bytesish, lease: int = 0, prev_kv: bool = False
     ) -> PutResult:
-        body = Put(storeclient._bytes(key), storeclient._bytes(value), lease, prev_kv).body()
+        body = Put(as_bytes(key), as_bytes(value), lease, prev_kv).body()
 
         def serve() -> dict[str, Any]:
             resp = self._apply(gateway.put_request(body))
@@ -161,7 +163,7 @@ class MemStore:
         prefix: bool = False,
         prev_kv: bool = False,
     ) -> DeleteResult:
-        k, end = storeclient._key_range(key, range_end, prefix)
+        k, end = key_range(key, range_end, prefix)
         body = Delete(k, end, prev_kv).body()
 
         def serve() -> dict[str, Any]:
@@ -209,7 +211,7 @@ class MemStore:
         progress_notify: bool = False,
     ) -> MemWatch:
         """Watch `key` (or a range or prefix) from `start_revision` (0: from now on)."""
-        k, end = storeclient._key_range(key, range_end, prefix)
+        k, end = key_range(key, range_end, prefix)
 
         def create() -> tuple[Watcher, int, dict[str, Any]]:
             created_at = self._mvcc.revision
