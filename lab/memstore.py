@@ -226,7 +226,15 @@ class MemStore:
         if self._closed:
             return WatchBatch(0, canceled=True)
         waiting = asyncio.run_coroutine_threadsafe(self._hub.next_batch(w, timeout), self._loop)
-        return waiting.result()
+        while True:
+            try:
+                return waiting.result(timeout=0.1)
+            except concurrent.futures.TimeoutError:
+                # The store may have closed between the check above and the scheduling:
+                # its loop is then stopped and would never run the wait.
+                if self._closed:
+                    waiting.cancel()
+                    return WatchBatch(0, canceled=True)
 
     def _cancel(self, w: Watcher) -> None:
         if not self._closed:
