@@ -14,7 +14,9 @@ server, no Events): many hollow kubelets share one process and one client.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +27,7 @@ from agents.kubelet.machine import Machine
 from agents.kubelet.node import NodeStatus
 from agents.kubelet.pods import MIRROR, PODS, PodWorkers, mirror_pod, static_pods
 from agents.kubelet.runtime import Runtime
+from agents.kubelet.server import Authorizer, KubeletServer
 from agents.kubelet.volumes import VolumeManager
 from kubelab.api.errors import StatusError
 from kubelab.client import RestClient, ServerUnreachable, SharedInformer
@@ -46,6 +49,7 @@ class Kubelet:
         *,
         events: bool = True,
         volumes: bool = True,
+        serving: ssl.SSLContext | None = None,
     ) -> None:
         self.config = config
         self.client = client
@@ -77,6 +81,18 @@ class Kubelet:
                 obj["metadata"]["uid"] if isinstance(obj, dict) else ""
             ),
         )
+        self.server: KubeletServer | None = None
+        if serving is not None:
+            self.server = KubeletServer(
+                (config.address, config.port),
+                serving,
+                self.workers,
+                Authorizer(client, config.node_name),
+                lambda: _usage(machine),
+            )
+            # Port 0 (tests): the Node advertises the port the server got.
+            self.config = dataclasses.replace(config, port=self.server.port)
+            self.node_status.config = self.config
         self.stop_event = threading.Event()
         self.threads: list[threading.Thread] = []
         self._static: dict[str, Object] = {}
@@ -106,6 +122,8 @@ class Kubelet:
                 time.sleep(1.0)
         self.workers.pleg.relist()
         self.informer.start(self.stop_event)
+        if self.server is not None:
+            self.threads.append(self.server.start())
         self._thread(self._heartbeat, "heartbeat")
         self._thread(lambda: self.workers.pleg.run(self.stop_event), "pleg")
         for i in range(self.config.workers):
@@ -185,5 +203,13 @@ class Kubelet:
         kubelet service stops on a node)."""
         self.stop_event.set()
         self.workers.queue.shut_down()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
         for t in self.threads:
             t.join(timeout=10)
+
+
+def _usage(machine: Machine) -> tuple[int, int]:
+    usage = machine.usage()
+    return usage.cpu_usage_ns, usage.memory_working_set
