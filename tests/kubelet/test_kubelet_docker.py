@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from agents.kubelet.kubelet import Kubelet
 from agents.kubelet.machine import HostMachine
@@ -127,6 +128,14 @@ def test_kubectl_exec_and_top(
     )
     assert [p["podRef"]["name"] for p in summary["pods"]] == ["shell"]
     assert summary["pods"][0]["containers"][0]["memory"]["workingSetBytes"] > 0
+    # Nobody else may call the kubelet: anonymous is refused.
+    assert kubelet.server is not None
+    anonymous = requests.get(
+        f"https://127.0.0.1:{kubelet.server.port}/pods",
+        verify=str(lab.plane.pki / "ca.crt"),
+        timeout=10,
+    )
+    assert anonymous.status_code == 401
 
 
 def test_a_pod_over_its_memory_limit_is_oomkilled(
