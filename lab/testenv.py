@@ -129,7 +129,7 @@ class Environment:
         self._creds: dict[tuple[str, tuple[str, ...]], pki.CertKey] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(
-            target=http.serve_forever, kwargs={"poll_interval": 0.1}, name="testenv-http"
+            target=http.serve_forever, kwargs={"poll_interval": 0.02}, name="testenv-http"
         )
         self._thread.daemon = True
         self.kubeconfig = self.kubeconfig_for(ADMIN, MASTERS)
