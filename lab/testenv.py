@@ -78,12 +78,14 @@ class _TLSReader(socket.SocketIO):
 class _Handler(WSGIRequestHandler):
     """werkzeug's handler, with the production server's WSGI environ additions."""
 
+    # Without NODELAY a write that follows another (headers, then a watch's events)
+    # waits for the client's delayed ACK (40 ms on Linux).
+    disable_nagle_algorithm = True
+
     def setup(self) -> None:
         super().setup()
+        self.rfile.close()  # the plain reader: reads go through _TLSReader instead
         self.rfile = io.BufferedReader(_TLSReader(self.connection, "rb"))
-        # Without NODELAY a write that follows another (headers, then a watch's events)
-        # waits for the client's delayed ACK (40 ms on Linux).
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def make_environ(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().make_environ()
@@ -105,7 +107,11 @@ class _Handler(WSGIRequestHandler):
 
 
 class Environment:
-    """A running test apiserver; `start` it, use it, `stop` it (or use `with`)."""
+    """A running test apiserver; `start` it, use it, `stop` it (or use `with`).
+
+    `server` is the `APIServer` itself, for a test that must reach in (say, to shorten
+    `server.registry.bookmark_every`).
+    """
 
     def __init__(
         self,
@@ -195,6 +201,8 @@ class Environment:
         except BaseException:
             server.stop()
             http.server_close()
+            if owns:
+                shutil.rmtree(where, ignore_errors=True)
             raise
         server.registry.bookmark_every = bookmark_interval
         env = cls(where, server, http, ca, owns)
