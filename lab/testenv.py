@@ -288,7 +288,9 @@ class Environment:
     # -- lifecycle -----------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop serving (open watches end), and remove the files if they were ours."""
+        """Stop serving (open watches end, held requests go on), and remove the files if
+        they were ours."""
+        self.faults.clear()
         self._http.shutdown()
         self.server.stop()
         self._http.server_close()
