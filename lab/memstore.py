@@ -55,6 +55,7 @@ from kubelab.storeclient import (
     Unavailable,
     WatchResponse,
 )
+from kubelab.storeclient.errors import error_from
 from kubelab.storeclient.wire import as_bytes, key_range
 
 _T = TypeVar("_T")
@@ -92,9 +93,9 @@ class MemStore:
             try:
                 done.set_result(fn())
             except mvcc.MVCCError as err:
-                done.set_exception(storeclient.error_from(err.grpc_code, err.message))
+                done.set_exception(error_from(err.grpc_code, err.message))
             except gateway.BadRequest as err:
-                done.set_exception(storeclient.error_from(GrpcCode.INVALID_ARGUMENT, str(err)))
+                done.set_exception(error_from(GrpcCode.INVALID_ARGUMENT, str(err)))
             except BaseException as exc:
                 done.set_exception(exc)
 
@@ -225,7 +226,15 @@ class MemStore:
         if self._closed:
             return WatchBatch(0, canceled=True)
         waiting = asyncio.run_coroutine_threadsafe(self._hub.next_batch(w, timeout), self._loop)
-        return waiting.result()
+        while True:
+            try:
+                return waiting.result(timeout=0.1)
+            except concurrent.futures.TimeoutError:
+                # The store may have closed between the check above and the scheduling:
+                # its loop is then stopped and would never run the wait.
+                if self._closed:
+                    waiting.cancel()
+                    return WatchBatch(0, canceled=True)
 
     def _cancel(self, w: Watcher) -> None:
         if not self._closed:
@@ -239,7 +248,17 @@ class MemStore:
             return
         self._call(self._hub.close)
         self._closed = True
-        self._loop.call_soon_threadsafe(self._loop.stop)
+
+        def stop() -> None:
+            # Waits still pending (a watch whose reader has gone) are cancelled rather
+            # than left for the collector to report as "destroyed but pending"; the
+            # cancellations run before the loop stops.
+            for task in asyncio.all_tasks(self._loop):
+                task.cancel()
+            self._loop.call_soon(self._loop.stop)
+
+        # One pass of the loop first, for the watches the hub's close has just ended.
+        self._loop.call_soon_threadsafe(self._loop.call_soon, stop)
         self._thread.join(timeout=5)
 
     def __enter__(self) -> Self:

@@ -203,6 +203,8 @@ def test_a_stopped_leader_releases_the_lease_for_a_quick_successor(api: Cluster)
     assert lease_spec(api)["holderIdentity"] in ("", "b")
     eventually(lambda: b.is_leader(), timeout=0.9)  # sooner than the 1 s lease would expire
     assert lease_spec(api)["leaseTransitions"] == 1
+    # is_leader() turns true before the elector calls on_started_leading in its thread.
+    eventually(lambda: leading_event)
     assert not leading_event[0].is_set()
 
     stop_b.set()
