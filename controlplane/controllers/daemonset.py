@@ -60,7 +60,7 @@ from kubelab.client import (
 from kubelab.client.events import NORMAL, WARNING, EventRecorder
 
 from . import podcontrol as pc
-from .base import ControllerContext, SyncResult, Workers, controller_logger
+from .base import ControllerContext, SyncError, SyncResult, Workers, controller_logger
 from .history import REVISION_LABEL, History, revision_hash, revision_template
 from .replicaset import PODS, pod_informer
 
@@ -386,6 +386,9 @@ class DaemonSetController:
         result = pc.slow_start_batch(len(nodes), create)
         for _ in range(len(nodes) - result.tried):
             self.expectations.creation_observed(key)
+        if result.error is not None:
+            # Retried with the queue's back-off: no event may come to bring it back.
+            raise SyncError(f"daemonset {key}: failed to create pods: {result.error}")
 
     def _delete(self, key: str, ds: Object, victims: list[Object]) -> None:
         self.expectations.expect_deletions(key, [object_key(p) for p in victims])

@@ -47,7 +47,7 @@ import threading
 from typing import Any
 
 from kubelab.api.errors import StatusError
-from kubelab.api.selectors import selector_from_label_selector
+from kubelab.api.selectors import Selector, selector_from_label_selector
 from kubelab.client import (
     NAMESPACE_INDEX,
     REAL_CLOCK,
@@ -73,7 +73,7 @@ DEPLOYMENTS = resource_for("apps/v1", "Deployment")
 log = controller_logger(NAME)
 
 
-def _selector(obj: Object) -> Any:
+def _selector(obj: Object) -> Selector:
     return selector_from_label_selector((obj.get("spec") or {}).get("selector"))
 
 

@@ -48,7 +48,7 @@ from kubelab.client import (
 from kubelab.client.events import NORMAL, WARNING, EventRecorder
 
 from . import podcontrol as pc
-from .base import ControllerContext, SyncResult, Workers, controller_logger
+from .base import ControllerContext, SyncError, SyncResult, Workers, controller_logger
 
 REPLICASET_CONTROLLER = "replicaset-controller"
 REPLICATION_CONTROLLER = "replicationcontroller-controller"
@@ -256,6 +256,9 @@ class ReplicaSetController:
         if status != (owner.get("status") or {}):
             owner["status"] = status
             self._client.update_status(self._kind.resource, owner)
+        if failure is not None:
+            # Retried with the queue's back-off: no event may come to bring it back.
+            raise SyncError(f"{self._kind.resource.kind} {key}: {failure}")
         min_ready = int((owner.get("spec") or {}).get("minReadySeconds") or 0)
         waits = [w for p in pods if (w := pc.available_in(p, min_ready, now)) is not None]
         return min(waits) + 0.1 if waits else None
@@ -320,19 +323,13 @@ class ReplicaSetController:
             pod = victims[i]
             name = str(pc.meta(pod)["name"])
             try:
-                self._client.delete(
-                    PODS,
-                    name,
-                    str(pc.meta(pod)["namespace"]),
-                    preconditions=None,
-                )
+                self._client.delete(PODS, name, str(pc.meta(pod)["namespace"]))
             except StatusError as exc:
-                if exc.code == 404:
-                    self.expectations.deletion_observed(key, object_key(pod))
-                    return
+                # No event will tick this one off (a 404: it went already).
                 self.expectations.deletion_observed(key, object_key(pod))
-                self._events.event(owner, WARNING, "FailedDelete", f"Error deleting: {exc}")
-                failures.append(f"failed to delete pod {name}: {exc}")
+                if exc.code != 404:
+                    self._events.event(owner, WARNING, "FailedDelete", f"Error deleting: {exc}")
+                    failures.append(f"failed to delete pod {name}: {exc}")
                 return
             self._events.event(owner, NORMAL, "SuccessfulDelete", f"Deleted pod: {name}")
 

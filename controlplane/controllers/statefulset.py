@@ -285,12 +285,7 @@ class StatefulSetController:
     def _delete_pod(self, sts: Object, pod: Object) -> None:
         pod_name = str(pc.meta(pod)["name"])
         try:
-            self._client.delete(
-                PODS,
-                pod_name,
-                str(pc.meta(pod)["namespace"]),
-                preconditions=None,
-            )
+            self._client.delete(PODS, pod_name, str(pc.meta(pod)["namespace"]))
         except StatusError as exc:
             if exc.code == 404:
                 return

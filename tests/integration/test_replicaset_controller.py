@@ -137,3 +137,30 @@ def test_replication_controllers_work_alike(lab: WorkloadLab, namespace: str) ->
     lab.until(lambda: len(pods(lab, namespace, "app=old")) == 2, "2 pods")
     lab.kubectl("scale", "rc", "old", "--replicas=0", "-n", namespace)
     lab.until(lambda: not pods(lab, namespace, "app=old"), "no pods")
+
+
+def test_a_refused_create_is_reported_and_retried(lab: WorkloadLab, namespace: str) -> None:
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "pods"},
+        "spec": {"hard": {"pods": "1"}},
+    }
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(quota))
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=replica_set("web", 3))
+    path = f"/apis/apps/v1/namespaces/{namespace}/replicasets/web"
+
+    def failure() -> dict[str, str]:
+        conditions = get(lab, path).get("status", {}).get("conditions", [])
+        return next((c for c in conditions if c["type"] == "ReplicaFailure"), {})
+
+    lab.until(lambda: failure().get("reason") == "FailedCreate", "the ReplicaFailure condition")
+    assert "exceeded quota" in failure()["message"]
+    assert len(pods(lab, namespace, "app=web")) == 1
+    events = lab.kubectl_json("get", "events", "-n", namespace)["items"]
+    assert any(e["reason"] == "FailedCreate" for e in events)
+    # Once the quota allows it, the retries (no event brings the ReplicaSet back) succeed.
+    quota["spec"] = {"hard": {"pods": "10"}}
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(quota))
+    lab.until(lambda: len(pods(lab, namespace, "app=web")) == 3, "3 pods", timeout=60)
+    lab.until(lambda: not failure(), "the condition to go")
