@@ -284,7 +284,8 @@ def new_rs_annotations(
 ) -> dict[str, str]:
     """The annotations the new ReplicaSet should have: the Deployment's (but for ours),
     its revision (a reused ReplicaSet's old revision moves to the revision history, as
-    `kubectl rollout undo` leaves it), the desired and max replicas."""
+    `kubectl rollout undo` leaves it) and, if it is yet to be created, the desired and
+    max replicas."""
     current: dict[str, str] = dict(pc.meta(rs).get("annotations") or {})
     annotations = {**current, **copied_annotations(deployment)}
     old = revision(rs) if exists else 0
@@ -293,8 +294,11 @@ def new_rs_annotations(
         if old > 0:
             history = [h for h in current.get(REVISION_HISTORY, "").split(",") if h]
             annotations[REVISION_HISTORY] = ",".join([*history, str(old)])
-    annotations[DESIRED_REPLICAS] = str(replicas(deployment))
-    annotations[MAX_REPLICAS] = str(replicas(deployment) + max_surge(deployment))
+    if not exists:
+        # Only a new ReplicaSet is sized here; an existing one keeps the size it was
+        # made for until it is scaled, which proportional scaling reads.
+        annotations[DESIRED_REPLICAS] = str(replicas(deployment))
+        annotations[MAX_REPLICAS] = str(replicas(deployment) + max_surge(deployment))
     return annotations
 
 

@@ -263,3 +263,37 @@ def test_a_rollout_without_progress_exceeds_its_deadline(lab: WorkloadLab, names
     )
     assert done.returncode != 0
     assert "exceeded its progress deadline" in done.stderr
+
+
+def test_scaling_mid_rollout_is_proportional(lab: WorkloadLab, namespace: str) -> None:
+    # Kubernetes' documented example: 10 replicas, maxSurge 3, maxUnavailable 2, a
+    # rollout stuck with 8 old and 5 new pods (the new ones never become ready), scaled
+    # to 15: 5 more, 3 to the old ReplicaSet and 2 to the new one.
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 10,
+            "strategy": {"rollingUpdate": {"maxSurge": 3, "maxUnavailable": 2}},
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:1.21"}]},
+            },
+        },
+    }
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+    with Kubelet(lab, namespace):
+        rollout_status(lab, namespace, "web")
+    lab.kubectl("set", "image", "deployment/web", "nginx=nginx:1.22", "-n", namespace)
+
+    def sizes() -> dict[str, int]:
+        return {
+            r["spec"]["template"]["spec"]["containers"][0]["image"]: r["spec"]["replicas"]
+            for r in replica_sets(lab, namespace)
+        }
+
+    lab.until(lambda: sizes() == {"nginx:1.21": 8, "nginx:1.22": 5}, "the stuck rollout")
+    lab.kubectl("scale", "deployment/web", "--replicas=15", "-n", namespace)
+    lab.until(lambda: sizes() == {"nginx:1.21": 11, "nginx:1.22": 7}, "a proportional scale")
