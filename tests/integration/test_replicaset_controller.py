@@ -164,3 +164,17 @@ def test_a_refused_create_is_reported_and_retried(lab: WorkloadLab, namespace: s
     lab.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(quota))
     lab.until(lambda: len(pods(lab, namespace, "app=web")) == 3, "3 pods", timeout=60)
     lab.until(lambda: not failure(), "the condition to go")
+
+
+def test_pods_count_as_available_after_min_ready_seconds(lab: WorkloadLab, namespace: str) -> None:
+    lab.kubectl("apply", "-n", namespace, "-f", "-", input=replica_set("web", 2, minReadySeconds=3))
+    lab.until(lambda: len(pods(lab, namespace, "app=web")) == 2, "2 pods")
+    for pod in pods(lab, namespace, "app=web"):
+        assert set_ready(lab, namespace, pod["metadata"]["name"])
+    path = f"/apis/apps/v1/namespaces/{namespace}/replicasets/web"
+    lab.until(lambda: get(lab, path).get("status", {}).get("readyReplicas") == 2, "2 ready")
+    assert get(lab, path)["status"]["availableReplicas"] == 0
+    # No event comes when the time is up: the controller looks again by itself.
+    lab.until(
+        lambda: get(lab, path)["status"].get("availableReplicas") == 2, "2 available", timeout=10
+    )
