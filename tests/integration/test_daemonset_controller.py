@@ -209,3 +209,11 @@ def test_rolling_update_within_max_unavailable(lab: WorkloadLab, namespace: str)
     assert len(pods(lab, namespace, "app=agent")) == 4
     history = lab.kubectl("rollout", "history", "daemonset/agent", "-n", namespace).stdout
     assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1", "2"]
+    # Undo applies revision 1's template again: it comes back as revision 3.
+    with Kubelet(lab, namespace):
+        lab.kubectl("rollout", "undo", "daemonset/agent", "-n", namespace)
+        lab.kubectl("rollout", "status", "daemonset/agent", "-n", namespace, "--timeout=60s")
+    images = {p["spec"]["containers"][0]["image"] for p in pods(lab, namespace, "app=agent")}
+    assert images == {"fluentd:1.16"}
+    history = lab.kubectl("rollout", "history", "daemonset/agent", "-n", namespace).stdout
+    assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["2", "3"]
