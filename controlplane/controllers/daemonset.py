@@ -46,7 +46,6 @@ from typing import Any
 
 from kubelab.api import podscheduling as ps
 from kubelab.api.errors import StatusError
-from kubelab.api.selectors import selector_from_label_selector
 from kubelab.client import (
     NAMESPACE_INDEX,
     REAL_CLOCK,
@@ -244,11 +243,8 @@ class DaemonSetController:
             self._enqueue_matching(pod)
 
     def _enqueue_matching(self, pod: Object) -> None:
-        namespace = pc.meta(pod).get("namespace")
-        for ds in self._sets.indexer.list():
-            selector = selector_from_label_selector((ds.get("spec") or {}).get("selector"))
-            if pc.meta(ds).get("namespace") == namespace and selector.matches(pc.labels(pod)):
-                self._enqueue(ds)
+        for ds in pc.selecting(self._sets.indexer.list(), pod, pc.label_selector):
+            self._enqueue(ds)
 
     def _pod_updated(self, old: Object, new: Object) -> None:
         if pc.meta(old).get("resourceVersion") == pc.meta(new).get("resourceVersion"):
@@ -287,17 +283,9 @@ class DaemonSetController:
             return None
         ds = copy.deepcopy(cached)
         namespace = str(pc.meta(ds)["namespace"])
-        selector = selector_from_label_selector((ds.get("spec") or {}).get("selector"))
+        selector = pc.label_selector(ds)
 
-        def fresh() -> Object | None:
-            try:
-                return self._client.get(DAEMON_SETS, str(pc.meta(ds)["name"]), namespace)
-            except StatusError as exc:
-                if exc.code == 404:
-                    return None
-                raise
-
-        refs = pc.RefManager(self._client, PODS, ds, selector, fresh)
+        refs = pc.RefManager(self._client, DAEMON_SETS, ds, PODS, selector, log)
         candidates = [
             p
             for p in self._pods.indexer.by_index(NAMESPACE_INDEX, namespace)

@@ -47,7 +47,6 @@ import threading
 from typing import Any
 
 from kubelab.api.errors import StatusError
-from kubelab.api.selectors import Selector, selector_from_label_selector
 from kubelab.client import (
     NAMESPACE_INDEX,
     REAL_CLOCK,
@@ -71,10 +70,6 @@ NAME = "deployment-controller"
 DEPLOYMENTS = resource_for("apps/v1", "Deployment")
 
 log = controller_logger(NAME)
-
-
-def _selector(obj: Object) -> Selector:
-    return selector_from_label_selector((obj.get("spec") or {}).get("selector"))
 
 
 def _template(obj: Object) -> Object:
@@ -126,10 +121,8 @@ class DeploymentController:
         return pc.resolve_controller(rs, DEPLOYMENTS.kind, self._deployments.indexer.get)
 
     def _enqueue_matching(self, rs: Object) -> None:
-        namespace = pc.meta(rs).get("namespace")
-        for d in self._deployments.indexer.list():
-            if pc.meta(d).get("namespace") == namespace and _selector(d).matches(pc.labels(rs)):
-                self._enqueue(d)
+        for d in pc.selecting(self._deployments.indexer.list(), rs, pc.label_selector):
+            self._enqueue(d)
 
     def _rs_added(self, rs: Object) -> None:
         owner = self._owner_of(rs)
@@ -188,20 +181,8 @@ class DeploymentController:
     def _claim(self, d: Object) -> list[Object]:
         namespace = str(pc.meta(d)["namespace"])
 
-        def fresh() -> Object | None:
-            try:
-                return self._client.get(DEPLOYMENTS, _name(d), namespace)
-            except StatusError as exc:
-                if exc.code == 404:
-                    return None
-                raise
-
-        refs = pc.RefManager(self._client, REPLICA_SETS, d, _selector(d), fresh)
+        refs = pc.RefManager(self._client, DEPLOYMENTS, d, REPLICA_SETS, pc.label_selector(d), log)
         claimed = refs.claim(self._replica_sets.indexer.by_index(NAMESPACE_INDEX, namespace))
-        for name in claimed.adopted:
-            log.info("deployment %s/%s adopted replica set %s", namespace, _name(d), name)
-        for name in claimed.released:
-            log.info("deployment %s/%s released replica set %s", namespace, _name(d), name)
         return [copy.deepcopy(rs) for rs in claimed.owned]
 
     @staticmethod

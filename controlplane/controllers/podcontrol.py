@@ -35,6 +35,7 @@ import concurrent.futures
 import contextlib
 import copy
 import datetime
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from typing import Any, TypeVar
 
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import Resource
-from kubelab.api.selectors import Selector
+from kubelab.api.selectors import Selector, selector_from_label_selector
 from kubelab.client import REAL_CLOCK, Clock, IndexFunc, Object, RestClient, SharedInformer
 
 T = TypeVar("T")
@@ -306,6 +307,25 @@ def resolve_controller(
     return owner
 
 
+def label_selector(owner: Object) -> Selector:
+    """The selector of an owner whose `spec.selector` is a LabelSelector."""
+    return selector_from_label_selector((owner.get("spec") or {}).get("selector"))
+
+
+def selecting(
+    owners: Iterable[Object], child: Object, selector_of: Callable[[Object], Selector]
+) -> list[Object]:
+    """The owners in `child`'s namespace whose selector matches its labels: those that
+    may adopt it, to be told when an orphan appears or changes."""
+    namespace = meta(child).get("namespace")
+    child_labels = labels(child)
+    return [
+        o
+        for o in owners
+        if meta(o).get("namespace") == namespace and selector_of(o).matches(child_labels)
+    ]
+
+
 @dataclass
 class ClaimResult:
     """The objects that are ours after a claim, and what the claim changed."""
@@ -316,33 +336,45 @@ class ClaimResult:
 
 
 class RefManager:
-    """Claims objects of `resource` for one owner (module docstring); `fresh_owner`
-    reads the owner from the apiserver, for the check before the first adoption."""
+    """Claims objects of `resource` for `owner`, an object of `owner_resource` (module
+    docstring); what it adopts and releases is logged to `log`."""
 
     def __init__(
         self,
         client: RestClient,
-        resource: Resource,
+        owner_resource: Resource,
         owner: Object,
+        resource: Resource,
         selector: Selector,
-        fresh_owner: Callable[[], Object | None],
+        log: logging.Logger,
     ) -> None:
         self._client = client
+        self._owner_resource = owner_resource
         self._resource = resource
         self._owner = owner
         self._uid = meta(owner).get("uid")
         self._selector = selector
-        self._fresh_owner = fresh_owner
+        self._log = log
         self._may_adopt: bool | None = None
 
+    def _describe(self) -> str:
+        m = meta(self._owner)
+        return f"{self._owner_resource.kind} {m.get('namespace')}/{m.get('name')}"
+
     def _can_adopt(self) -> bool:
+        """Whether the owner, read afresh, is still the one cached and not being deleted."""
         if self._may_adopt is None:
-            fresh = self._fresh_owner()
-            self._may_adopt = (
-                fresh is not None
-                and meta(fresh).get("uid") == self._uid
-                and not being_deleted(fresh)
-            )
+            m = meta(self._owner)
+            try:
+                fresh = self._client.get(
+                    self._owner_resource, str(m["name"]), str(m.get("namespace") or "")
+                )
+            except StatusError as exc:
+                if exc.code != 404:
+                    raise
+                self._may_adopt = False
+            else:
+                self._may_adopt = meta(fresh).get("uid") == self._uid and not being_deleted(fresh)
         return self._may_adopt
 
     def claim(self, objects: Iterable[Object]) -> ClaimResult:
@@ -358,6 +390,12 @@ class RefManager:
                     result.owned.append(obj)
                 elif self._release(obj):
                     result.released.append(str(meta(obj).get("name")))
+                    self._log.info(
+                        "%s released %s %s",
+                        self._describe(),
+                        self._resource.kind,
+                        meta(obj)["name"],
+                    )
                 continue
             if owner_deleting or not matches or being_deleted(obj):
                 continue
@@ -367,6 +405,9 @@ class RefManager:
             if adopted is not None:
                 result.owned.append(adopted)
                 result.adopted.append(str(meta(obj).get("name")))
+                self._log.info(
+                    "%s adopted %s %s", self._describe(), self._resource.kind, meta(obj)["name"]
+                )
         return result
 
     def _patch(self, obj: Object, refs: list[dict[str, Any]] | None) -> Object | None:

@@ -32,7 +32,7 @@ from typing import Any
 
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import Resource
-from kubelab.api.selectors import Selector, selector_from_label_selector, selector_from_set
+from kubelab.api.selectors import Selector, selector_from_set
 from kubelab.client import (
     NAMESPACE_INDEX,
     REAL_CLOCK,
@@ -68,10 +68,9 @@ class Kind:
     resource: Resource
 
     def selector(self, owner: Object) -> Selector:
-        raw = (owner.get("spec") or {}).get("selector")
         if self.resource == REPLICATION_CONTROLLERS:
-            return selector_from_set(raw)
-        return selector_from_label_selector(raw)
+            return selector_from_set((owner.get("spec") or {}).get("selector"))
+        return pc.label_selector(owner)
 
 
 REPLICA_SET_KIND = Kind(REPLICASET_CONTROLLER, REPLICA_SETS)
@@ -169,14 +168,7 @@ class ReplicaSetController:
         return pc.resolve_controller(pod, self._kind.resource.kind, self._owners.indexer.get)
 
     def _matching_owners(self, pod: Object) -> list[Object]:
-        namespace = pc.meta(pod).get("namespace") or ""
-        pod_labels = pc.labels(pod)
-        return [
-            o
-            for o in self._owners.indexer.list()
-            if pc.meta(o).get("namespace") == namespace
-            and self._kind.selector(o).matches(pod_labels)
-        ]
+        return pc.selecting(self._owners.indexer.list(), pod, self._kind.selector)
 
     def _pod_added(self, pod: Object) -> None:
         if pc.being_deleted(pod):
@@ -241,13 +233,8 @@ class ReplicaSetController:
         candidates = [
             p for p in self._pods.indexer.by_index(NAMESPACE_INDEX, namespace) if pc.pod_active(p)
         ]
-        refs = pc.RefManager(self._client, PODS, owner, selector, lambda: self._fresh(owner))
-        claimed = refs.claim(candidates)
-        for name in claimed.adopted:
-            self._log.info("%s %s adopted pod %s", self._kind.resource.kind, key, name)
-        for name in claimed.released:
-            self._log.info("%s %s released pod %s", self._kind.resource.kind, key, name)
-        pods = claimed.owned
+        refs = pc.RefManager(self._client, self._kind.resource, owner, PODS, selector, self._log)
+        pods = refs.claim(candidates).owned
         failure = None
         if satisfied and not pc.being_deleted(owner):
             failure = self._manage(key, owner, pods)
@@ -262,15 +249,6 @@ class ReplicaSetController:
         min_ready = int((owner.get("spec") or {}).get("minReadySeconds") or 0)
         waits = [w for p in pods if (w := pc.available_in(p, min_ready, now)) is not None]
         return min(waits) + 0.1 if waits else None
-
-    def _fresh(self, owner: Object) -> Object | None:
-        m = pc.meta(owner)
-        try:
-            return self._client.get(self._kind.resource, str(m["name"]), str(m["namespace"]))
-        except StatusError as exc:
-            if exc.code == 404:
-                return None
-            raise
 
     def _manage(self, key: str, owner: Object, pods: list[Object]) -> str | None:
         """Create or delete pods towards `spec.replicas`; the message of the first

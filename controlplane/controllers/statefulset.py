@@ -38,7 +38,6 @@ import threading
 from typing import Any
 
 from kubelab.api.errors import StatusError
-from kubelab.api.selectors import selector_from_label_selector
 from kubelab.client import (
     NAMESPACE_INDEX,
     REAL_CLOCK,
@@ -131,11 +130,8 @@ class StatefulSetController:
         if owner is not None:
             self._enqueue(owner)
         elif pc.controller_ref(obj) is None and not isinstance(pod, DeletedFinalStateUnknown):
-            namespace = pc.meta(obj).get("namespace")
-            for s in self._sets.indexer.list():
-                selector = selector_from_label_selector((s.get("spec") or {}).get("selector"))
-                if pc.meta(s).get("namespace") == namespace and selector.matches(pc.labels(obj)):
-                    self._enqueue(s)
+            for s in pc.selecting(self._sets.indexer.list(), obj, pc.label_selector):
+                self._enqueue(s)
 
     def _pod_updated(self, old: Object, new: Object) -> None:
         if pc.meta(old).get("resourceVersion") == pc.meta(new).get("resourceVersion"):
@@ -154,17 +150,9 @@ class StatefulSetController:
         sts = copy.deepcopy(cached)
         namespace = str(pc.meta(sts)["namespace"])
         name = str(pc.meta(sts)["name"])
-        selector = selector_from_label_selector((sts.get("spec") or {}).get("selector"))
+        selector = pc.label_selector(sts)
 
-        def fresh() -> Object | None:
-            try:
-                return self._client.get(STATEFUL_SETS, name, namespace)
-            except StatusError as exc:
-                if exc.code == 404:
-                    return None
-                raise
-
-        refs = pc.RefManager(self._client, PODS, sts, selector, fresh)
+        refs = pc.RefManager(self._client, STATEFUL_SETS, sts, PODS, selector, log)
         candidates = [
             p
             for p in self._pods.indexer.by_index(NAMESPACE_INDEX, namespace)
