@@ -61,6 +61,15 @@ REPLICA_FAILURE = "ReplicaFailure"
 
 
 @dataclass(frozen=True)
+class Failure:
+    """A create or delete of a sync that failed: the ReplicaFailure condition's reason
+    (FailedCreate, FailedDelete) and message."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Kind:
     """What differs between the two kinds this controller keeps."""
 
@@ -85,10 +94,10 @@ def pod_informer(ctx: ControllerContext) -> SharedInformer:
 
 
 def replica_status(
-    owner: Object, pods: list[Object], now: datetime.datetime, failure: str | None
+    owner: Object, pods: list[Object], now: datetime.datetime, failure: Failure | None
 ) -> dict[str, Any]:
     """The status of a ReplicaSet (or ReplicationController) that owns `pods`;
-    `failure` is the message of a create or delete that failed in this sync."""
+    `failure` is a create or delete that failed in this sync."""
     spec = owner.get("spec") or {}
     template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     min_ready = int(spec.get("minReadySeconds") or 0)
@@ -111,8 +120,8 @@ def replica_status(
             {
                 "type": REPLICA_FAILURE,
                 "status": "True",
-                "reason": "FailedCreate" if "creat" in failure else "FailedDelete",
-                "message": failure,
+                "reason": failure.reason,
+                "message": failure.message,
                 "lastTransitionTime": (previous or {}).get("lastTransitionTime")
                 or pc.format_time(now),
             }
@@ -245,14 +254,13 @@ class ReplicaSetController:
             self._client.update_status(self._kind.resource, owner)
         if failure is not None:
             # Retried with the queue's back-off: no event may come to bring it back.
-            raise SyncError(f"{self._kind.resource.kind} {key}: {failure}")
+            raise SyncError(f"{self._kind.resource.kind} {key}: {failure.message}")
         min_ready = int((owner.get("spec") or {}).get("minReadySeconds") or 0)
         waits = [w for p in pods if (w := pc.available_in(p, min_ready, now)) is not None]
         return min(waits) + 0.1 if waits else None
 
-    def _manage(self, key: str, owner: Object, pods: list[Object]) -> str | None:
-        """Create or delete pods towards `spec.replicas`; the message of the first
-        failure, if any."""
+    def _manage(self, key: str, owner: Object, pods: list[Object]) -> Failure | None:
+        """Create or delete pods towards `spec.replicas`; the first failure, if any."""
         wanted = int((owner.get("spec") or {}).get("replicas", 1))
         diff = len(pods) - wanted
         if diff < 0:
@@ -261,7 +269,7 @@ class ReplicaSetController:
             return self._delete(key, owner, pc.pods_to_delete(pods, min(diff, pc.BURST_REPLICAS)))
         return None
 
-    def _create(self, key: str, owner: Object, count: int) -> str | None:
+    def _create(self, key: str, owner: Object, count: int) -> Failure | None:
         self.expectations.expect_creations(key, count)
         template = (owner.get("spec") or {}).get("template") or {}
         namespace = str(pc.meta(owner)["namespace"])
@@ -288,9 +296,9 @@ class ReplicaSetController:
         error = result.error
         if error is None or (isinstance(error, StatusError) and _namespace_terminating(error)):
             return None
-        return f"failed to create pods: {error}"
+        return Failure("FailedCreate", f"failed to create pods: {error}")
 
-    def _delete(self, key: str, owner: Object, victims: list[Object]) -> str | None:
+    def _delete(self, key: str, owner: Object, victims: list[Object]) -> Failure | None:
         self.expectations.expect_deletions(key, [object_key(p) for p in victims])
         self._log.info(
             "%s %s: too many replicas, deleting %d", self._kind.resource.kind, key, len(victims)
@@ -314,7 +322,7 @@ class ReplicaSetController:
         # Deletes go all at once, as Kubernetes sends them: there is no admission to
         # refuse them in bulk.
         pc.slow_start_batch(len(victims), delete, initial=len(victims) or 1)
-        return failures[0] if failures else None
+        return Failure("FailedDelete", failures[0]) if failures else None
 
 
 def _namespace_terminating(exc: StatusError) -> bool:
