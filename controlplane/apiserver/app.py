@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
 
+from controlplane.apiserver import tables
 from kubelab import fastjson
-from kubelab.api import errors, patch, resources, tables
+from kubelab.api import errors, patch, resources
 
 from . import discovery, fieldvalidation, handlers, openapi
 from .authn import UserInfo
