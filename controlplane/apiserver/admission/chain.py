@@ -12,7 +12,15 @@ from __future__ import annotations
 from ..authz import Authorizer
 from ..registry import Admission, Attributes
 from .default_toleration_seconds import DefaultTolerationSeconds
-from .interfaces import Factory, Get, List, Lookup, MutationInterface, ValidationInterface
+from .interfaces import (
+    WRITES,
+    Factory,
+    Get,
+    List,
+    Lookup,
+    MutationInterface,
+    ValidationInterface,
+)
 from .limit_ranger import LimitRanger
 from .namespace_lifecycle import NamespaceLifecycle
 from .node_restriction import NodeRestriction
@@ -55,13 +63,16 @@ class Chain(Admission):
         ]
         self.mutating = [p for p in enabled if isinstance(p, MutationInterface)]
         self.validating = [p for p in enabled if isinstance(p, ValidationInterface)]
+        # Which plugins handle an operation is asked once, not on every write.
+        self._admitters = {op: [p.admit for p in self.mutating if p.handles(op)] for op in WRITES}
+        self._validators = {
+            op: [p.validate for p in self.validating if p.handles(op)] for op in WRITES
+        }
 
     def admit(self, attrs: Attributes) -> None:
-        for plugin in self.mutating:
-            if plugin.handles(attrs.operation):
-                plugin.admit(attrs)
+        for admit in self._admitters.get(attrs.operation, ()):
+            admit(attrs)
 
     def validate(self, attrs: Attributes) -> None:
-        for plugin in self.validating:
-            if plugin.handles(attrs.operation):
-                plugin.validate(attrs)
+        for validate in self._validators.get(attrs.operation, ()):
+            validate(attrs)
