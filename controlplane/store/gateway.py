@@ -38,12 +38,34 @@ MAX_TXN_DEPTH = 16
 that exhausted Python's stack on apply would stop the whole cluster. etcd has no such
 limit below its JSON parser's 10,000 levels; no client nests txns at all."""
 
+MAX_JSON_DEPTH = 100
+"""Bodies nested deeper are refused before parsing ("exceeded max depth", as etcd says
+at 10,000 levels): Python's parser recurses, and near its recursion limit even
+unrelated finalizers fail. A txn nested MAX_TXN_DEPTH deep needs about 50 levels."""
+_STRUCTURE = re.compile(r'[\[\]{}]|"[^"\\]*(?:\\.[^"\\]*)*"')
+
 # A JSON number without fraction or exponent, the only form protobuf's JSON decoding
 # takes for an integer in a string ("010", "1e3", "+1" and "1_000" are refused).
 _INTEGER = re.compile(r"\s*(-?(?:0|[1-9][0-9]*))\s*", re.ASCII)
 
 
 # -- decoding requests ----------------------------------------------------------------
+
+
+def check_depth(text: str) -> None:
+    """BadRequest if the JSON `text` nests deeper than MAX_JSON_DEPTH. Cheap for what
+    clients send: only a text with that many opening brackets is scanned."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return
+    depth = 0
+    for match in _STRUCTURE.finditer(text):
+        char = text[match.start()]
+        if char in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise BadRequest(f"malformed JSON: exceeded max depth ({MAX_JSON_DEPTH})")
+        elif char in "]}":
+            depth -= 1
 
 
 def fields(body: Any, allowed: set[str], where: str) -> dict[str, Any]:

@@ -738,8 +738,8 @@ class Store:
             except StoreStorageError as exc:
                 log.error("store: storage failure: %s", exc)
                 response = _error_response(GRPC_INTERNAL, str(exc))
-            except web.HTTPException:
-                raise  # aiohttp's own answers: unknown path, wrong method
+            except (web.HTTPException, ConnectionResetError):
+                raise  # aiohttp's own answers (unknown path, wrong method); a client gone
             except Exception:
                 # A bug, never an input's fault (the fuzz test holds every input to a
                 # 4xx): logged with its traceback, answered in etcd's shape.
@@ -783,15 +783,16 @@ class Store:
 
 def parse_json(raw: bytes) -> Any:
     """A request body as JSON, or BadRequest: it must be UTF-8 (json.loads would also
-    take UTF-16 and UTF-32) and nested no deeper than Python's stack allows."""
+    take UTF-16 and UTF-32) and nested no deeper than `gateway.MAX_JSON_DEPTH`."""
     try:
-        return json.loads(raw.decode())
+        text = raw.decode()
     except UnicodeDecodeError as exc:
         raise gateway.BadRequest(f"the body is not valid UTF-8 (at byte {exc.start})") from None
+    gateway.check_depth(text)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise gateway.BadRequest(f"malformed JSON body: {exc.msg} (at byte {exc.pos})") from None
-    except RecursionError:
-        raise gateway.BadRequest("malformed JSON body: exceeded max depth") from None
     except ValueError as exc:  # an integer literal of more than 4300 digits
         raise gateway.BadRequest(f"malformed JSON body: {exc}") from None
 
@@ -810,6 +811,7 @@ async def _json_objects(request: web.Request) -> AsyncIterator[Any]:
                 buf = buf.lstrip()
                 if not buf:
                     break
+                gateway.check_depth(buf)
                 try:
                     obj, end = decoder.raw_decode(buf)
                 except json.JSONDecodeError:
@@ -821,10 +823,6 @@ async def _json_objects(request: web.Request) -> AsyncIterator[Any]:
         buf += utf8.decode(b"", final=True)
     except UnicodeDecodeError:
         raise gateway.BadRequest("the request stream is not valid UTF-8") from None
-    except RecursionError:
-        raise gateway.BadRequest(
-            "malformed JSON in the request stream: exceeded max depth"
-        ) from None
     except ValueError as exc:  # an integer literal of more than 4300 digits
         raise gateway.BadRequest(f"malformed JSON in the request stream: {exc}") from None
     if buf.strip():
