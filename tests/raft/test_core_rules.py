@@ -147,3 +147,70 @@ def test_conf_change_rules() -> None:
         apply_change(cs, ConfChange(ConfChangeType.ADD_LEARNER_NODE, 2))
     with pytest.raises(ConfChangeError, match="no voters"):
         apply_change(ConfState((1,)), ConfChange(ConfChangeType.REMOVE_NODE, 1))
+
+
+def _settle(nodes: dict[int, Raft]) -> None:
+    """Deliver every message between `nodes` until none is left (no losses)."""
+    for _ in range(100):
+        pending = [m for r in nodes.values() for m in r.msgs]
+        if not pending:
+            return
+        for r in nodes.values():
+            r.msgs = []
+        for m in pending:
+            if m.to in nodes:
+                nodes[m.to].step(m)
+    raise AssertionError("messages kept flowing")
+
+
+def _cluster_led_by_1() -> dict[int, Raft]:
+    nodes = {nid: _raft(nid, [], 1) for nid in (1, 2, 3)}
+    nodes[1].step(Message(MessageType.HUP, frm=1))
+    _settle(nodes)
+    assert nodes[1].state is StateType.LEADER and nodes[2].lead == nodes[3].lead == 1
+    return nodes
+
+
+def test_a_follower_that_loses_its_leaders_connection_campaigns_within_half_a_timeout() -> None:
+    """Not in the paper: etcd waits a whole (randomized) election timeout for heartbeats
+    from a leader whose process is gone. Told that the connection to its leader closed,
+    a follower forgets the leader (ending its lease, so the others' pre-votes are
+    granted) and starts a pre-vote within half an election timeout."""
+    nodes = _cluster_led_by_1()
+    term = nodes[1].term
+    del nodes[1]  # kill -9: both followers' connections to it close
+    for nid in (2, 3):
+        nodes[nid].step(Message(MessageType.UNREACHABLE, frm=1))
+        assert nodes[nid].lead == 0
+    ticks = 0
+    while all(r.state is StateType.FOLLOWER for r in nodes.values()):
+        ticks += 1
+        for r in nodes.values():
+            r.tick()
+    assert ticks <= nodes[2].election_timeout // 2
+    _settle(nodes)
+    leaders = [r for r in nodes.values() if r.state is StateType.LEADER]
+    assert len(leaders) == 1 and leaders[0].term == term + 1
+
+
+def test_a_false_alarm_about_a_live_leader_changes_nothing() -> None:
+    """The connection to a live leader broke: the follower's early pre-vote is refused
+    by the leader and the follower that still hears it; no term is bumped, and the next
+    heartbeat makes the leader its leader again."""
+    nodes = _cluster_led_by_1()
+    term = nodes[1].term
+    nodes[2].step(Message(MessageType.UNREACHABLE, frm=1))
+    while nodes[2].state is StateType.FOLLOWER:
+        nodes[2].tick()
+    assert nodes[2].state is StateType.PRE_CANDIDATE
+    _settle(nodes)
+    assert nodes[1].state is StateType.LEADER and all(r.term == term for r in nodes.values())
+    nodes[1].step(Message(MessageType.BEAT, frm=1))
+    _settle(nodes)
+    assert nodes[2].state is StateType.FOLLOWER and nodes[2].lead == 1
+
+
+def test_an_unreachable_report_about_another_follower_is_ignored() -> None:
+    nodes = _cluster_led_by_1()
+    nodes[2].step(Message(MessageType.UNREACHABLE, frm=3))
+    assert nodes[2].lead == 1 and nodes[2].election_elapsed == 0

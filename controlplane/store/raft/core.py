@@ -24,6 +24,10 @@ What is implemented, and the choices made:
   caller applies it (`apply_conf_change`), only one may be pending at once, and a
   leader that removes itself steps down.
 * Leader transfer (thesis §3.10) via TIMEOUT_NOW.
+* A follower told by its runtime that its leader is unreachable (the connection to it
+  closed) forgets that leader and campaigns within half an election timeout instead of
+  a whole one (`_leader_unreachable`); etcd waits for the timeout. Safe because pre-vote
+  and check-quorum make a false alarm cost nothing but a refused pre-vote.
 * Linearizable reads by ReadIndex (thesis §6.4): the leader records its commit index,
   confirms it is still leader with a heartbeat round, and answers once a quorum acks.
   Lease-based reads are not implemented: they depend on bounded clock drift, which a
@@ -906,6 +910,31 @@ class Raft:
             self._send(replace(m, to=self.lead))
         elif t is MessageType.READ_INDEX_RESP:
             self.read_states.append(ReadState(m.index, m.context))
+        elif t is MessageType.UNREACHABLE and m.frm == self.lead != NONE:
+            self._leader_unreachable()
+
+    def _leader_unreachable(self) -> None:
+        """The runtime lost its connection to our leader: most often its process is gone
+        (its kernel closed the connection), so waiting out a whole election timeout for
+        heartbeats that cannot come is a second lost. Forget the leader, which ends its
+        lease here, and campaign after a short random wait (at most half an election
+        timeout, so that followers told together rarely split the vote).
+
+        Only with pre-vote and check-quorum, which make a false alarm harmless: if the
+        leader lives, its next heartbeat makes it our leader again, and meanwhile it and
+        every follower that still hears it refuse our pre-vote, so no term is bumped.
+        A leader that is cut off without its connections closing is still found out by
+        the election timeout, as before.
+        """
+        if not (self.pre_vote and self.check_quorum):
+            return
+        self.log.info(
+            f"{self.id:x} lost its connection to leader {self.lead:x} at term {self.term}; "
+            "campaigning early"
+        )
+        self.lead = NONE
+        wait = 1 + self.rand.randrange(max(1, self.election_timeout // 2))
+        self.election_elapsed = max(self.election_elapsed, self.randomized_election_timeout - wait)
 
     def _handle_append_entries(self, m: Message) -> None:
         if m.index < self.raft_log.committed:
