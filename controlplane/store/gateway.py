@@ -109,7 +109,7 @@ def _int(body: dict[str, Any], name: str, bounds: tuple[int, int] = INT64) -> in
     low, high = bounds
     if not low <= value <= high:
         kind = "uint64" if bounds == UINT64 else "int64"
-        raise BadRequest(f"{name}: {value} is out of range for an {kind} ({low} to {high})")
+        raise BadRequest(f"{name}: {value} is out of range for {kind} ({low} to {high})")
     return value
 
 

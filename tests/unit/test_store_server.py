@@ -298,8 +298,8 @@ def test_zero_fields_are_left_out_as_proto3_does(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"key": "aw==", "limit": str(2**63)}, "out of range for an int64"),
-        ({"key": "aw==", "limit": -(2**63) - 1}, "out of range for an int64"),
+        ({"key": "aw==", "limit": str(2**63)}, "out of range for int64"),
+        ({"key": "aw==", "limit": -(2**63) - 1}, "out of range for int64"),
         ({"key": "aw==", "revision": "9" * 5000}, "out of range"),
         ({"key": "aw==", "limit": "1e3"}, "not an integer"),
         ({"key": "aw==", "limit": "010"}, "not an integer"),
