@@ -171,26 +171,45 @@ def _cluster_led_by_1() -> dict[int, Raft]:
     return nodes
 
 
-def test_a_follower_that_loses_its_leaders_connection_campaigns_within_half_a_timeout() -> None:
+def test_followers_that_lose_their_leaders_connection_campaign_at_once_one_by_one() -> None:
     """Not in the paper: etcd waits a whole (randomized) election timeout for heartbeats
-    from a leader whose process is gone. Told that the connection to its leader closed,
-    a follower forgets the leader (ending its lease, so the others' pre-votes are
-    granted) and starts a pre-vote within half an election timeout."""
+    from a leader whose process is gone. Told that the connection to their leader
+    closed, followers forget it (ending its lease, so pre-votes are granted) and the
+    first survivor by id campaigns at its next tick, the next a third of a timeout
+    later, so that they do not split the vote."""
     nodes = _cluster_led_by_1()
     term = nodes[1].term
     del nodes[1]  # kill -9: both followers' connections to it close
     for nid in (2, 3):
         nodes[nid].step(Message(MessageType.UNREACHABLE, frm=1))
         assert nodes[nid].lead == 0
+    for r in nodes.values():
+        r.tick()
+    assert nodes[2].state is StateType.PRE_CANDIDATE
+    assert nodes[3].state is StateType.FOLLOWER
+    _settle(nodes)
+    assert nodes[2].state is StateType.LEADER and nodes[2].term == term + 1
+    assert nodes[3].lead == 2
+
+
+def test_the_next_survivor_stands_in_when_the_first_cannot_win() -> None:
+    """The first survivor is gone too (or cut off): the second campaigns a third of an
+    election timeout later, not a whole timeout."""
+    nodes = {nid: _raft(nid, [], 1, voters=(1, 2, 3, 4, 5)) for nid in (1, 2, 3, 4, 5)}
+    nodes[1].step(Message(MessageType.HUP, frm=1))
+    _settle(nodes)
+    assert nodes[1].state is StateType.LEADER
+    del nodes[1], nodes[2]
+    for nid in (3, 4, 5):
+        nodes[nid].step(Message(MessageType.UNREACHABLE, frm=1))
     ticks = 0
-    while all(r.state is StateType.FOLLOWER for r in nodes.values()):
+    while nodes[3].state is StateType.FOLLOWER:
         ticks += 1
         for r in nodes.values():
             r.tick()
-    assert ticks <= nodes[2].election_timeout // 2
+    assert ticks == 1 + nodes[3].election_timeout // 3
     _settle(nodes)
-    leaders = [r for r in nodes.values() if r.state is StateType.LEADER]
-    assert len(leaders) == 1 and leaders[0].term == term + 1
+    assert nodes[3].state is StateType.LEADER
 
 
 def test_a_false_alarm_about_a_live_leader_changes_nothing() -> None:
