@@ -41,6 +41,7 @@ from kubelab.api import errors, patch, selectors
 from kubelab.api.defaults import apply_defaults
 from kubelab.api.resources import Resource
 
+from . import fieldvalidation
 from .storage import (
     InvalidContinue,
     KeyExists,
@@ -210,10 +211,20 @@ def decode_body(data: bytes, content_type: str) -> Object:
         except protobuf.ProtobufError as exc:
             raise errors.bad_request(f"the protobuf request body is not valid: {exc}") from None
     if media in ("", "application/json", "*/*"):
+        duplicated = False
+
+        def pairs(items: list[tuple[str, Any]]) -> Object:
+            nonlocal duplicated
+            obj = dict(items)
+            duplicated = duplicated or len(obj) != len(items)
+            return obj
+
         try:
-            obj = json.loads(data or b"null")
+            obj = json.loads(data or b"null", object_pairs_hook=pairs)
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.bad_request(f"the request body is not valid JSON: {exc}") from None
+        if duplicated:
+            fieldvalidation.note_duplicates(data)
     elif media in ("application/yaml", "application/x-yaml", "text/yaml"):
         try:
             obj = yaml.safe_load(data)
@@ -457,6 +468,7 @@ class Registry:
         are recorded (`_write`, `apply`)."""
         strategy = for_resource(r)
         self._check_type(r, obj)
+        fieldvalidation.prune(r, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
@@ -679,6 +691,7 @@ class Registry:
             if not isinstance(new, dict):
                 raise errors.bad_request("the patched object is not a JSON object")
             self._check_type(r, new)
+            fieldvalidation.prune(r, new)
             pinned = str(new.get("metadata", {}).get("resourceVersion") or "")
             if pinned and pinned != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(r.plural, name, r.group)
