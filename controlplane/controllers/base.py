@@ -35,6 +35,7 @@ controller sent what.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import threading
 import time
@@ -228,8 +229,12 @@ class ControllerContext:
         root_ca: bytes,
         qps: float | None,
         burst: int,
+        args: argparse.Namespace | None = None,
     ) -> None:
         self.config = config
+        self.args = args if args is not None else argparse.Namespace()
+        """The command line, for the flags a controller reads itself (its module's
+        `Settings.from_args`), with their defaults where a flag was not given."""
         self.informers = informers
         self.root_ca = root_ca
         """The cluster CA in PEM (`--root-ca-file`), which pods use to verify the apiserver."""

@@ -56,7 +56,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -68,7 +68,7 @@ from kubelab.client import (
     load_config,
 )
 
-from . import garbagecollector, namespace, serviceaccounts
+from . import garbagecollector, namespace, nodeipam, serviceaccounts
 from .base import Controller, ControllerContext, InformerFactory
 
 log = logging.getLogger("kubelab.controller-manager")
@@ -78,14 +78,23 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     namespace.NAME: namespace.NamespaceController,
     serviceaccounts.SERVICE_ACCOUNT_CONTROLLER: serviceaccounts.ServiceAccountsController,
     serviceaccounts.ROOT_CA_PUBLISHER: serviceaccounts.RootCACertPublisher,
+    nodeipam.NAME: nodeipam.NodeIpamController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
+
+SETTINGS_CHECKS: dict[str, Callable[[argparse.Namespace], bool]] = {
+    nodeipam.NAME: nodeipam.check_settings,
+}
+"""For controllers with flags of their own: whether the flags let the controller run
+(Kubernetes skips node IPAM without --allocate-node-cidrs); a ValueError saying what to
+fix if they are wrong."""
 
 ALIASES = {
     "garbagecollector": garbagecollector.NAME,
     "namespace": namespace.NAME,
     "serviceaccount": serviceaccounts.SERVICE_ACCOUNT_CONTROLLER,
     "root-ca-cert-publisher": serviceaccounts.ROOT_CA_PUBLISHER,
+    "nodeipam": nodeipam.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -116,6 +125,16 @@ def enabled_controllers(spec: str) -> list[str]:
             )
         chosen.setdefault(name, enable)
     return [name for name in CONTROLLERS if chosen.get(name, wildcard)]
+
+
+def runnable_controllers(args: argparse.Namespace) -> tuple[str, ...]:
+    """The controllers `--controllers` enables, less those their flags switch off
+    (`SETTINGS_CHECKS`, which also raise ValueError for wrong flags)."""
+    return tuple(
+        name
+        for name in enabled_controllers(args.controllers)
+        if name not in SETTINGS_CHECKS or SETTINGS_CHECKS[name](args)
+    )
 
 
 _DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+")
@@ -156,6 +175,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
     p.add_argument("--kube-api-qps", type=float, default=20.0)
     p.add_argument("--kube-api-burst", type=int, default=30)
+    # Node IPAM, node lifecycle, endpoints, certificates, jobs, quota.
+    p.add_argument("--allocate-node-cidrs", type=flag_bool, nargs="?", const=True, default=False)
+    p.add_argument("--cluster-cidr", type=nodeipam.cluster_cidr)
+    p.add_argument("--node-cidr-mask-size", type=int)
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
     return p.parse_args(argv)
 
@@ -170,6 +193,8 @@ class Options:
     """Workers per controller; 1 for those not listed."""
     qps: float
     burst: int
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+    """The command line, for the flags controllers read themselves."""
 
 
 class ControllerManager:
@@ -190,7 +215,12 @@ class ControllerManager:
         )
         informers = InformerFactory(informer_client)
         ctx = ControllerContext(
-            self._config, informers, root_ca=opts.root_ca, qps=opts.qps, burst=opts.burst
+            self._config,
+            informers,
+            root_ca=opts.root_ca,
+            qps=opts.qps,
+            burst=opts.burst,
+            args=opts.args,
         )
         try:
             controllers = [CONTROLLERS[name](ctx) for name in opts.controllers]
@@ -314,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = load_config(args.kubeconfig)
-        controllers = tuple(enabled_controllers(args.controllers))
+        controllers = runnable_controllers(args)
         root_ca = _root_ca(args.root_ca_file, config)
         if not root_ca and serviceaccounts.ROOT_CA_PUBLISHER in controllers:
             raise ValueError(
@@ -330,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,
+            args=args,
         )
     except (KubeconfigError, ValueError) as exc:
         log.error("%s", exc)
