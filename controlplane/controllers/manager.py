@@ -68,7 +68,7 @@ from kubelab.client import (
     load_config,
 )
 
-from . import garbagecollector, namespace, nodeipam, serviceaccounts
+from . import endpoints, endpointslice, garbagecollector, namespace, nodeipam, serviceaccounts
 from .base import Controller, ControllerContext, InformerFactory
 
 log = logging.getLogger("kubelab.controller-manager")
@@ -79,6 +79,8 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     serviceaccounts.SERVICE_ACCOUNT_CONTROLLER: serviceaccounts.ServiceAccountsController,
     serviceaccounts.ROOT_CA_PUBLISHER: serviceaccounts.RootCACertPublisher,
     nodeipam.NAME: nodeipam.NodeIpamController,
+    endpoints.NAME: endpoints.EndpointsController,
+    endpointslice.NAME: endpointslice.EndpointSliceController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -95,6 +97,8 @@ ALIASES = {
     "serviceaccount": serviceaccounts.SERVICE_ACCOUNT_CONTROLLER,
     "root-ca-cert-publisher": serviceaccounts.ROOT_CA_PUBLISHER,
     "nodeipam": nodeipam.NAME,
+    "endpoint": endpoints.NAME,
+    "endpointslice": endpointslice.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -179,6 +183,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--allocate-node-cidrs", type=flag_bool, nargs="?", const=True, default=False)
     p.add_argument("--cluster-cidr", type=nodeipam.cluster_cidr)
     p.add_argument("--node-cidr-mask-size", type=int)
+    p.add_argument("--concurrent-endpoint-syncs", type=int, default=5)
+    p.add_argument("--concurrent-service-endpoint-syncs", type=int, default=5)
+    p.add_argument(
+        "--max-endpoints-per-slice", type=int, default=endpointslice.MAX_ENDPOINTS_PER_SLICE
+    )
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
     return p.parse_args(argv)
 
@@ -357,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
             workers={
                 garbagecollector.NAME: args.concurrent_gc_syncs,
                 namespace.NAME: args.concurrent_namespace_syncs,
+                endpoints.NAME: args.concurrent_endpoint_syncs,
+                endpointslice.NAME: args.concurrent_service_endpoint_syncs,
             },
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,

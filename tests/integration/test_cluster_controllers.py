@@ -83,3 +83,235 @@ def test_node_ipam_gives_each_node_its_own_range_and_reuses_a_deleted_nodes(plan
         )
     for name in names:
         lab.kubectl("delete", "node", name, "--ignore-not-found")
+
+
+# -- Endpoints and EndpointSlices ----------------------------------------------------------
+
+MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+def _namespace(lab: Lab) -> str:
+    """A namespace with its `default` ServiceAccount (no serviceaccount controller runs
+    here, and pods cannot be created without it)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    lab.kubectl("create", "namespace", name)
+    lab.kubectl("create", "serviceaccount", "default", "-n", name)
+    return name
+
+
+def _pod(name: str, port: int, *, labels: dict[str, str] | None = None) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels or {"app": "web"}},
+            "spec": {
+                "nodeName": "node-a",
+                "terminationGracePeriodSeconds": 30,
+                "containers": [
+                    {
+                        "name": "web",
+                        "image": "nginx:1.27",
+                        "ports": [{"name": "http", "containerPort": port}],
+                    }
+                ],
+            },
+        }
+    )
+
+
+def _kubelet_reports(lab: Lab, namespace: str, pod: str, ip: str, *, ready: bool) -> None:
+    """Play the kubelet: the pod runs at `ip`, ready or not."""
+    status = {
+        "status": {
+            "phase": "Running",
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        }
+    }
+    r = lab.api(
+        "PATCH",
+        f"/api/v1/namespaces/{namespace}/pods/{pod}/status",
+        data=json.dumps(status),
+        headers=MERGE,
+    )
+    assert r.status_code == 200, r.text
+
+
+def _endpoints(lab: Lab, namespace: str, name: str) -> dict[str, Any]:
+    r = lab.api("GET", f"/api/v1/namespaces/{namespace}/endpoints/{name}")
+    return dict(r.json()) if r.status_code == 200 else {}
+
+
+def _subsets(lab: Lab, namespace: str, name: str) -> list[tuple[list[str], list[str], list[int]]]:
+    return [
+        (
+            sorted(a["ip"] for a in s.get("addresses", [])),
+            sorted(a["ip"] for a in s.get("notReadyAddresses", [])),
+            [p["port"] for p in s.get("ports", [])],
+        )
+        for s in _endpoints(lab, namespace, name).get("subsets") or []
+    ]
+
+
+def _slices(lab: Lab, namespace: str, service: str) -> list[dict[str, Any]]:
+    found = lab.kubectl_json(
+        "get", "endpointslices", "-n", namespace, "-l", f"kubernetes.io/service-name={service}"
+    )
+    return list(found["items"])
+
+
+def _slice_endpoints(lab: Lab, namespace: str, service: str) -> dict[str, tuple[bool, bool, bool]]:
+    """address -> (ready, serving, terminating) over the service's slices."""
+    return {
+        e["addresses"][0]: (
+            e["conditions"]["ready"],
+            e["conditions"]["serving"],
+            e["conditions"]["terminating"],
+        )
+        for s in _slices(lab, namespace, service)
+        for e in s.get("endpoints") or []
+    }
+
+
+SERVICE = """
+apiVersion: v1
+kind: Service
+metadata: {name: web, labels: {tier: front}}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+"""
+
+ENDPOINT_FLAGS = "--controllers=endpoints-controller,endpointslice-controller"
+
+
+def test_endpoints_and_slices_follow_pods_readiness_and_named_ports(plane: Lab) -> None:
+    lab = plane
+    ns = _namespace(lab)
+    with controllers(lab, ENDPOINT_FLAGS):
+        lab.kubectl("apply", "-n", ns, "-f", "-", input=SERVICE)
+        # Two versions serve "http" on different numbers; a pod of another app is not
+        # selected.
+        lab.kubectl("create", "-n", ns, "-f", "-", input=_pod("web-1", 8080))
+        lab.kubectl("create", "-n", ns, "-f", "-", input=_pod("web-2", 9090))
+        lab.kubectl("create", "-n", ns, "-f", "-", input=_pod("db", 5432, labels={"app": "db"}))
+        _kubelet_reports(lab, ns, "web-1", "10.244.0.11", ready=True)
+        _kubelet_reports(lab, ns, "web-2", "10.244.0.12", ready=False)
+        _kubelet_reports(lab, ns, "db", "10.244.0.13", ready=True)
+        expected = [(["10.244.0.11"], [], [8080]), ([], ["10.244.0.12"], [9090])]
+        lab.until(lambda: _subsets(lab, ns, "web") == expected, "endpoints of web")
+        eps = _endpoints(lab, ns, "web")
+        assert eps["metadata"]["labels"] == {"tier": "front"}
+        lab.until(
+            lambda: (
+                _slice_endpoints(lab, ns, "web")
+                == {
+                    "10.244.0.11": (True, True, False),
+                    "10.244.0.12": (False, False, False),
+                }
+            ),
+            "slices of web",
+        )
+        slices = _slices(lab, ns, "web")
+        assert len(slices) == 2, "one slice per port number"
+        for s in slices:
+            labels = s["metadata"]["labels"]
+            assert labels["endpointslice.kubernetes.io/managed-by"] == (
+                "endpointslice-controller.k8s.io"
+            )
+            assert labels["tier"] == "front"
+            assert s["metadata"]["ownerReferences"][0]["kind"] == "Service"
+            assert s["addressType"] == "IPv4"
+        assert sorted(p["port"] for s in slices for p in s["ports"]) == [8080, 9090]
+
+        # web-2 becomes ready.
+        _kubelet_reports(lab, ns, "web-2", "10.244.0.12", ready=True)
+        lab.until(
+            lambda: (
+                _subsets(lab, ns, "web")
+                == [(["10.244.0.11"], [], [8080]), (["10.244.0.12"], [], [9090])]
+            ),
+            "web-2 ready in the endpoints",
+        )
+        # web-1 is deleted: it is bound to a node, so it lingers until its kubelet
+        # confirms; meanwhile the slices keep it, terminating and still serving, and the
+        # Endpoints drop it.
+        lab.kubectl("delete", "pod", "web-1", "-n", ns, "--wait=false")
+        lab.until(
+            lambda: _slice_endpoints(lab, ns, "web").get("10.244.0.11") == (False, True, True),
+            "web-1 terminating in the slices",
+        )
+        lab.until(
+            lambda: _subsets(lab, ns, "web") == [(["10.244.0.12"], [], [9090])],
+            "web-1 gone from the endpoints",
+        )
+        # The kubelet confirms: it is gone from the slices too, and its slice with it.
+        lab.kubectl("delete", "pod", "web-1", "-n", ns, "--grace-period=0", "--force")
+        lab.until(
+            lambda: list(_slice_endpoints(lab, ns, "web")) == ["10.244.0.12"],
+            "web-1 gone from the slices",
+        )
+        lab.until(lambda: len(_slices(lab, ns, "web")) == 1, "web-1's slice deleted")
+
+
+def test_publish_not_ready_headless_selectorless_and_slices_of_at_most_n(plane: Lab) -> None:
+    lab = plane
+    ns = _namespace(lab)
+    with controllers(lab, ENDPOINT_FLAGS, "--max-endpoints-per-slice=2"):
+        lab.kubectl(
+            "apply",
+            "-n",
+            ns,
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": "peers"},
+                    "spec": {
+                        "clusterIP": "None",
+                        "publishNotReadyAddresses": True,
+                        "selector": {"app": "web"},
+                    },
+                }
+            ),
+        )
+        # A Service without a selector: its Endpoints are the user's.
+        lab.kubectl(
+            "apply",
+            "-n",
+            ns,
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": "external"},
+                    "spec": {"ports": [{"port": 5432}]},
+                }
+            ),
+        )
+        for i in range(5):
+            lab.kubectl("create", "-n", ns, "-f", "-", input=_pod(f"web-{i}", 8080))
+            _kubelet_reports(lab, ns, f"web-{i}", f"10.244.1.{i + 1}", ready=False)
+        ips = sorted(f"10.244.1.{i + 1}" for i in range(5))
+        lab.until(lambda: _subsets(lab, ns, "peers") == [(ips, [], [])], "endpoints of peers")
+        assert _endpoints(lab, ns, "peers")["metadata"]["labels"] == {
+            "service.kubernetes.io/headless": ""
+        }
+        lab.until(lambda: len(_slice_endpoints(lab, ns, "peers")) == 5, "slices of peers")
+        slices = _slices(lab, ns, "peers")
+        assert sorted(len(s["endpoints"]) for s in slices) == [1, 2, 2]
+        assert all(s["ports"] == [] for s in slices)
+        assert all(c[0] for c in _slice_endpoints(lab, ns, "peers").values()), "all ready"
+
+        # Deleting the Service deletes its Endpoints (the slices go with their owner,
+        # through the garbage collector, which does not run here).
+        lab.kubectl("delete", "service", "peers", "-n", ns)
+        lab.until(lambda: not _endpoints(lab, ns, "peers"), "peers' endpoints to go")
+        assert not _endpoints(lab, ns, "external")
+        assert not _slices(lab, ns, "external")
