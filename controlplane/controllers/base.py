@@ -36,6 +36,7 @@ controller sent what.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import threading
 import time
@@ -46,6 +47,7 @@ from kubelab.api.errors import StatusError
 from kubelab.api.resources import Resource
 from kubelab.client import (
     ClientConfig,
+    IndexFunc,
     RestClient,
     ServerUnreachable,
     SharedInformer,
@@ -66,6 +68,14 @@ log = logging.getLogger(LOG_PREFIX)
 
 NAMESPACES = resource_for("v1", "Namespace")
 """The resource several controllers watch (namespaces), shared by them."""
+
+
+def add_index(informer: SharedInformer, name: str, func: IndexFunc) -> None:
+    """Index a shared informer's objects by `func` under `name`, unless a controller
+    sharing the informer did already (with the same function: index names are the
+    library's constants, NAMESPACE_INDEX, NODE_NAME_INDEX)."""
+    with contextlib.suppress(ValueError):
+        informer.indexer.add_indexers({name: func})
 
 
 class SyncError(Exception):

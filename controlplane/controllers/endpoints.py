@@ -32,7 +32,6 @@ the whole list from the caches and writes only when it differs.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import ipaddress
 import threading
@@ -46,7 +45,6 @@ from kubelab.client import (
     NAMESPACE_INDEX,
     DeletedFinalStateUnknown,
     Object,
-    SharedInformer,
     WorkQueue,
     namespace_index,
     object_key,
@@ -54,7 +52,7 @@ from kubelab.client import (
     split_key,
 )
 
-from .base import ControllerContext, SyncResult, Workers, controller_logger
+from .base import ControllerContext, SyncResult, Workers, add_index, controller_logger
 
 NAME = "endpoints-controller"
 
@@ -68,12 +66,6 @@ OVER_CAPACITY = "endpoints.kubernetes.io/over-capacity"
 HEADLESS_LABEL = "service.kubernetes.io/headless"
 
 log = controller_logger(NAME)
-
-
-def add_namespace_index(informer: SharedInformer) -> None:
-    """Index `informer`'s objects by namespace, unless a controller sharing it did."""
-    with contextlib.suppress(ValueError):  # indexed already, by the same function
-        informer.indexer.add_indexers({NAMESPACE_INDEX: namespace_index})
 
 
 def service_selects(service: Object, pod: Object) -> bool:
@@ -200,8 +192,8 @@ class ServicePodController:
         self.queue: WorkQueue[str] = WorkQueue()
         self._services = ctx.informers.informer(SERVICES)
         self._pods = ctx.informers.informer(PODS)
-        add_namespace_index(self._services)
-        add_namespace_index(self._pods)
+        add_index(self._services, NAMESPACE_INDEX, namespace_index)
+        add_index(self._pods, NAMESPACE_INDEX, namespace_index)
         self._services.add_event_handler(
             on_add=self._service_changed,
             on_update=lambda _old, new: self._service_changed(new),

@@ -68,7 +68,15 @@ from kubelab.client import (
     load_config,
 )
 
-from . import endpoints, endpointslice, garbagecollector, namespace, nodeipam, serviceaccounts
+from . import (
+    endpoints,
+    endpointslice,
+    garbagecollector,
+    namespace,
+    nodeipam,
+    nodelifecycle,
+    serviceaccounts,
+)
 from .base import Controller, ControllerContext, InformerFactory
 
 log = logging.getLogger("kubelab.controller-manager")
@@ -81,6 +89,8 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     nodeipam.NAME: nodeipam.NodeIpamController,
     endpoints.NAME: endpoints.EndpointsController,
     endpointslice.NAME: endpointslice.EndpointSliceController,
+    nodelifecycle.NAME: nodelifecycle.NodeLifecycleController,
+    nodelifecycle.TAINT_EVICTION: nodelifecycle.TaintEvictionController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -99,6 +109,8 @@ ALIASES = {
     "nodeipam": nodeipam.NAME,
     "endpoint": endpoints.NAME,
     "endpointslice": endpointslice.NAME,
+    "nodelifecycle": nodelifecycle.NAME,
+    "taint-eviction": nodelifecycle.TAINT_EVICTION,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -183,6 +195,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--allocate-node-cidrs", type=flag_bool, nargs="?", const=True, default=False)
     p.add_argument("--cluster-cidr", type=nodeipam.cluster_cidr)
     p.add_argument("--node-cidr-mask-size", type=int)
+    p.add_argument("--node-monitor-grace-period", type=duration, default=40.0)
+    p.add_argument("--node-startup-grace-period", type=duration, default=60.0)
     p.add_argument("--concurrent-endpoint-syncs", type=int, default=5)
     p.add_argument("--concurrent-service-endpoint-syncs", type=int, default=5)
     p.add_argument(

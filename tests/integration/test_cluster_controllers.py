@@ -4,7 +4,10 @@ play the kubelets (node Leases, pod phases and readiness)."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -315,3 +318,181 @@ def test_publish_not_ready_headless_selectorless_and_slices_of_at_most_n(plane: 
         lab.until(lambda: not _endpoints(lab, ns, "peers"), "peers' endpoints to go")
         assert not _endpoints(lab, ns, "external")
         assert not _slices(lab, ns, "external")
+
+
+# -- node lifecycle --------------------------------------------------------------------------
+
+
+class Kubelet:
+    """Plays a node's kubelet: registers the Node, renews its Lease every 0.3 s while
+    `alive`, and posts Ready."""
+
+    def __init__(self, lab: Lab, node: str) -> None:
+        self.lab = lab
+        self.node = node
+        self.alive = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew, daemon=True)
+
+    def _now(self) -> str:
+        return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    def start(self) -> None:
+        self.lab.kubectl("create", "-f", "-", input=_node(self.node))
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.node, "namespace": "kube-node-lease"},
+            "spec": {
+                "holderIdentity": self.node,
+                "leaseDurationSeconds": 40,
+                "renewTime": self._now(),
+            },
+        }
+        r = self.lab.api(
+            "POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", json=lease
+        )
+        assert r.status_code == 201, r.text
+        self.post_ready()
+        self.alive.set()
+        self._thread.start()
+
+    def post_ready(self) -> None:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        status = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "kubelet is posting ready status",
+                        "lastHeartbeatTime": now,
+                        "lastTransitionTime": now,
+                    }
+                ]
+            }
+        }
+        r = self.lab.api(
+            "PATCH", f"/api/v1/nodes/{self.node}/status", data=json.dumps(status), headers=MERGE
+        )
+        assert r.status_code == 200, r.text
+
+    def _renew(self) -> None:
+        path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{self.node}"
+        while not self._stop.wait(0.3):
+            if self.alive.is_set():
+                patch = {"spec": {"renewTime": self._now()}}
+                self.lab.api("PATCH", path, data=json.dumps(patch), headers=MERGE)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def _taints(lab: Lab, node: str) -> set[tuple[str, str]]:
+    spec = lab.kubectl_json("get", "node", node)["spec"]
+    return {(t["key"], t["effect"]) for t in spec.get("taints") or []}
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in obj.get("status", {}).get("conditions") or []}
+
+
+def _pod_json(lab: Lab, ns: str, name: str) -> dict[str, Any]:
+    r = lab.api("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
+    return dict(r.json()) if r.status_code == 200 else {}
+
+
+def _pod_on(node: str, name: str, tolerations: list[dict[str, Any]] | None = None) -> str:
+    spec: dict[str, Any] = {
+        "nodeName": node,
+        "containers": [{"name": "c", "image": "nginx:1.27"}],
+    }
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+
+
+UNREACHABLE = {
+    ("node.kubernetes.io/unreachable", "NoSchedule"),
+    ("node.kubernetes.io/unreachable", "NoExecute"),
+}
+
+
+def test_a_quiet_node_is_marked_unknown_tainted_its_pods_evicted_and_it_comes_back(
+    plane: Lab,
+) -> None:
+    lab = plane
+    ns = _namespace(lab)
+    node = f"quiet-{uuid.uuid4().hex[:6]}"
+    kubelet = Kubelet(lab, node)
+    kubelet.start()
+    exists = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
+    # One pod tolerates the unreachable taint for 2 s, one for the default 300 s (added
+    # by the DefaultTolerationSeconds admission), one for ever.
+    lab.kubectl(
+        "create",
+        "-n",
+        ns,
+        "-f",
+        "-",
+        input=_pod_on(node, "brief", [{**exists, "tolerationSeconds": 2}]),
+    )
+    lab.kubectl("create", "-n", ns, "-f", "-", input=_pod_on(node, "default"))
+    lab.kubectl("create", "-n", ns, "-f", "-", input=_pod_on(node, "forever", [exists]))
+    defaults = lab.kubectl_json("get", "pod", "default", "-n", ns)["spec"]["tolerations"]
+    assert {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    } in defaults
+    for pod in ("brief", "default", "forever"):
+        _kubelet_reports(lab, ns, pod, "10.244.3.4", ready=True)
+    try:
+        with controllers(
+            lab,
+            "--controllers=node-lifecycle-controller,taint-eviction-controller",
+            "--node-monitor-grace-period=2s",
+        ):
+            # Alive: no taints.
+            time.sleep(1)
+            assert not _taints(lab, node)
+
+            kubelet.alive.clear()
+            lab.until(lambda: _taints(lab, node) == UNREACHABLE, "the unreachable taints")
+            conditions = _conditions(lab.kubectl_json("get", "node", node))
+            assert conditions["Ready"]["status"] == "Unknown"
+            assert conditions["Ready"]["reason"] == "NodeStatusUnknown"
+            assert conditions["Ready"]["message"] == "Kubelet stopped posting node status."
+            assert conditions["MemoryPressure"]["status"] == "Unknown"
+            status = lab.kubectl("get", "node", node).stdout
+            assert "NotReady" in status, status
+            lab.until(
+                lambda: _conditions(_pod_json(lab, ns, "default"))["Ready"]["status"] == "False",
+                "the pods marked not ready",
+            )
+
+            # The pod that tolerates it for 2 s is evicted, marked as the taint manager
+            # marks it; the others stay.
+            lab.until(
+                lambda: _pod_json(lab, ns, "brief")["metadata"].get("deletionTimestamp"),
+                "the eviction of brief",
+            )
+            target = _conditions(_pod_json(lab, ns, "brief"))["DisruptionTarget"]
+            assert (target["status"], target["reason"]) == ("True", "DeletionByTaintManager")
+            events = _events(lab, ns, "brief")
+            assert any(e["reason"] == "TaintManagerEviction" for e in events), events
+            for pod in ("default", "forever"):
+                assert not _pod_json(lab, ns, pod)["metadata"].get("deletionTimestamp"), pod
+
+            # The kubelet comes back and posts Ready: the taints go.
+            kubelet.alive.set()
+            kubelet.post_ready()
+            lab.until(lambda: not _taints(lab, node), "the taints to go")
+            for pod in ("default", "forever"):
+                assert not _pod_json(lab, ns, pod)["metadata"].get("deletionTimestamp"), pod
+    finally:
+        kubelet.stop()
+        lab.kubectl("delete", "node", node, "--ignore-not-found")
