@@ -63,4 +63,4 @@ def test_conditions_become_unknown_and_the_missing_ones_never_updated() -> None:
     assert conditions["MemoryPressure"]["reason"] == "NodeStatusNeverUpdated"
     assert conditions["MemoryPressure"]["message"] == "Kubelet never posted node status."
     assert conditions["NetworkUnavailable"] == {"type": "NetworkUnavailable", "status": "False"}
-    assert not node["status"]["conditions"][0]["status"] == "Unknown", "the input is not changed"
+    assert node["status"]["conditions"][0]["status"] != "Unknown", "the input is not changed"
