@@ -234,6 +234,11 @@ class LocalControlPlane:
             # The pod network the node agents route: a /24 of it per node.
             "--allocate-node-cidrs=true",
             f"--cluster-cidr={CLUSTER_CIDR}",
+            # Kubelets joining with a bootstrap token get their certificates signed.
+            "--cluster-signing-cert-file",
+            str(self.pki / "ca.crt"),
+            "--cluster-signing-key-file",
+            str(self.pki / "ca.key"),
         ]
 
     def start(self, timeout: float = 60.0, detach: bool = False) -> None:

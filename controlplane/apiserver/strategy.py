@@ -58,8 +58,10 @@ def _spec_part(obj: Object) -> Object:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
-def prepare_for_create(resource: Resource, obj: Object) -> None:
-    """Server-owned fields of a new object: uid, creationTimestamp, generation, status."""
+def prepare_for_create(resource: Resource, obj: Object, user: Any = None) -> None:
+    """Server-owned fields of a new object: uid, creationTimestamp, generation, status;
+    a CertificateSigningRequest records who asked (`user`, the requester's UserInfo),
+    which the approver checks and the requester cannot forge."""
     meta = obj.setdefault("metadata", {})
     for owned in (
         "uid",
@@ -83,6 +85,17 @@ def prepare_for_create(resource: Resource, obj: Object) -> None:
         obj["status"] = {"phase": "Active"}
     elif kind == "PersistentVolumeClaim" or kind == "PersistentVolume":
         obj["status"] = {"phase": "Pending"}
+    elif kind == "CertificateSigningRequest" and user is not None:
+        spec = obj.setdefault("spec", {})
+        for field in ("username", "uid", "groups", "extra"):
+            spec.pop(field, None)
+        spec["username"] = user.name
+        if user.uid:
+            spec["uid"] = user.uid
+        if user.groups:
+            spec["groups"] = list(user.groups)
+        if user.extra:
+            spec["extra"] = {k: list(v) for k, v in user.extra.items()}
 
 
 def prepare_for_update(resource: Resource, new: Object, old: Object) -> None:

@@ -69,6 +69,7 @@ from kubelab.client import (
 )
 
 from . import (
+    certificates,
     endpoints,
     endpointslice,
     garbagecollector,
@@ -91,11 +92,15 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     endpointslice.NAME: endpointslice.EndpointSliceController,
     nodelifecycle.NAME: nodelifecycle.NodeLifecycleController,
     nodelifecycle.TAINT_EVICTION: nodelifecycle.TaintEvictionController,
+    certificates.APPROVING: certificates.CSRApprovingController,
+    certificates.SIGNING: certificates.CSRSigningController,
+    certificates.TOKEN_CLEANER: certificates.TokenCleaner,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
 SETTINGS_CHECKS: dict[str, Callable[[argparse.Namespace], bool]] = {
     nodeipam.NAME: nodeipam.check_settings,
+    certificates.SIGNING: certificates.check_signing_settings,
 }
 """For controllers with flags of their own: whether the flags let the controller run
 (Kubernetes skips node IPAM without --allocate-node-cidrs); a ValueError saying what to
@@ -111,6 +116,9 @@ ALIASES = {
     "endpointslice": endpointslice.NAME,
     "nodelifecycle": nodelifecycle.NAME,
     "taint-eviction": nodelifecycle.TAINT_EVICTION,
+    "csrapproving": certificates.APPROVING,
+    "csrsigning": certificates.SIGNING,
+    "tokencleaner": certificates.TOKEN_CLEANER,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -197,6 +205,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--node-cidr-mask-size", type=int)
     p.add_argument("--node-monitor-grace-period", type=duration, default=40.0)
     p.add_argument("--node-startup-grace-period", type=duration, default=60.0)
+    p.add_argument("--cluster-signing-cert-file", type=Path)
+    p.add_argument("--cluster-signing-key-file", type=Path)
+    p.add_argument(
+        "--cluster-signing-duration", type=duration, default=certificates.DEFAULT_DURATION
+    )
     p.add_argument("--concurrent-endpoint-syncs", type=int, default=5)
     p.add_argument("--concurrent-service-endpoint-syncs", type=int, default=5)
     p.add_argument(

@@ -4,14 +4,23 @@ play the kubelets (node Leases, pod phases and readiness)."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
+import subprocess
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
-from tests.integration.controlplane_fixture import Lab
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from kubelab import pki
+from tests.integration.controlplane_fixture import KUBECTL, Lab
 from tests.integration.incluster_controllers import controllers, plane
 
 __all__ = ["plane"]  # pytest fixtures used below
@@ -496,3 +505,198 @@ def test_a_quiet_node_is_marked_unknown_tainted_its_pods_evicted_and_it_comes_ba
     finally:
         kubelet.stop()
         lab.kubectl("delete", "node", node, "--ignore-not-found")
+
+
+# -- node bootstrap: CSR approving and signing, the token cleaner ------------------------------
+
+
+def _csr_pem(cn: str, orgs: list[str]) -> tuple[bytes, bytes]:
+    """A PKCS#10 request for `cn`/`orgs` and its private key, both PEM."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
+    request = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(x509.Name(attrs))
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return request.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def _csr(name: str, request: bytes, **spec: Any) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "certificates.k8s.io/v1",
+            "kind": "CertificateSigningRequest",
+            "metadata": {"name": name},
+            "spec": {
+                "request": base64.b64encode(request).decode(),
+                "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+                "usages": ["digital signature", "client auth"],
+                **spec,
+            },
+        }
+    )
+
+
+def _bootstrap_token(lab: Lab, token_id: str, expires_in: float) -> str:
+    secret = "0123456789abcdef"
+    expiration = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_in)
+    lab.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"},
+                "type": "bootstrap.kubernetes.io/token",
+                "stringData": {
+                    "token-id": token_id,
+                    "token-secret": secret,
+                    "usage-bootstrap-authentication": "true",
+                    "auth-extra-groups": "system:bootstrappers:kubeadm:default-node-token",
+                    "expiration": expiration.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                },
+            }
+        ),
+    )
+    return f"{token_id}.{secret}"
+
+
+def _as(lab: Lab, who: list[str], *args: str, input: str | None = None) -> str:
+    """kubectl as another user (`who`: --token, or --client-certificate and
+    --client-key); its output."""
+    assert KUBECTL is not None
+    ca = str(lab.plane.pki / "ca.crt")
+    base = [KUBECTL, "--kubeconfig", "/dev/null", "--server", lab.server]
+    done = subprocess.run(
+        [*base, "--certificate-authority", ca, *who, *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _cert_flags(cert: Path, key: Path) -> list[str]:
+    return ["--client-certificate", str(cert), "--client-key", str(key)]
+
+
+def _csr_status(lab: Lab, name: str) -> dict[str, Any]:
+    return dict(lab.kubectl_json("get", "csr", name).get("status") or {})
+
+
+def test_kubelet_bootstrap_csrs_are_approved_signed_and_work(plane: Lab, tmp_path: Path) -> None:
+    lab = plane
+    suffix = uuid.uuid4().hex[:6]
+    node = f"system:node:boot-{suffix}"
+    # What kubeadm binds: bootstrappers may ask for certificates, and have them approved.
+    for binding, role in (
+        (f"kubelet-bootstrap-{suffix}", "system:node-bootstrapper"),
+        (
+            f"node-autoapprove-bootstrap-{suffix}",
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+        ),
+    ):
+        lab.kubectl(
+            "create",
+            "clusterrolebinding",
+            binding,
+            f"--clusterrole={role}",
+            "--group=system:bootstrappers",
+        )
+    # Someone who may ask, but whose requests are not approved by themselves.
+    mallory = pki.issue(pki.load_pair(lab.plane.pki, "ca"), f"mallory-{suffix}", client=True)
+    mallory_files = pki.write_pair(mallory, tmp_path, "mallory")
+    lab.kubectl(
+        "create",
+        "clusterrolebinding",
+        f"mallory-{suffix}",
+        "--clusterrole=system:node-bootstrapper",
+        f"--user=mallory-{suffix}",
+    )
+    token = _bootstrap_token(lab, uuid.uuid4().hex[:6], 3600)
+    flags = (
+        "--controllers=csrapproving,csrsigning",
+        f"--cluster-signing-cert-file={lab.plane.pki / 'ca.crt'}",
+        f"--cluster-signing-key-file={lab.plane.pki / 'ca.key'}",
+        "--cluster-signing-duration=2h",
+    )
+    with controllers(lab, *flags):
+        request, _ = _csr_pem(f"system:node:m-{suffix}", ["system:nodes"])
+        _as(
+            lab,
+            _cert_flags(*mallory_files),
+            "create",
+            "-f",
+            "-",
+            input=_csr(f"mallory-{suffix}", request),
+        )
+        # A kubelet client request that is not one (another organization), approved by
+        # a human: the signer refuses it.
+        wrong, _ = _csr_pem(f"system:node:w-{suffix}", ["system:masters"])
+        lab.kubectl("create", "-f", "-", input=_csr(f"wrong-{suffix}", wrong))
+        lab.kubectl("certificate", "approve", f"wrong-{suffix}")
+
+        # The bootstrapping kubelet.
+        request, key_pem = _csr_pem(node, ["system:nodes"])
+        _as(lab, ["--token", token], "create", "-f", "-", input=_csr(f"boot-{suffix}", request))
+        lab.until(lambda: _csr_status(lab, f"boot-{suffix}").get("certificate"), "the certificate")
+        csr = lab.kubectl_json("get", "csr", f"boot-{suffix}")
+        assert csr["spec"]["username"].startswith("system:bootstrap:")
+        assert "system:bootstrappers" in csr["spec"]["groups"]
+        approved = {c["type"]: c for c in csr["status"]["conditions"]}["Approved"]
+        assert approved["reason"] == "AutoApproved"
+        assert "Approved,Issued" in lab.kubectl("get", "csr", f"boot-{suffix}").stdout
+
+        cert = x509.load_pem_x509_certificate(base64.b64decode(csr["status"]["certificate"]))
+        ca = pki.load_cert(lab.plane.pki / "ca.crt")
+        assert cert.issuer == ca.subject
+        cert.verify_directly_issued_by(ca)
+        assert cert.subject.rfc4514_string() == f"CN={node},O=system:nodes"
+        lifetime = cert.not_valid_after_utc - cert.not_valid_before_utc
+        assert datetime.timedelta(hours=2) <= lifetime <= datetime.timedelta(hours=2, minutes=6)
+        usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        assert list(usages) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+
+        # The kubelet is now the node, to the apiserver.
+        (tmp_path / "kubelet.crt").write_bytes(base64.b64decode(csr["status"]["certificate"]))
+        (tmp_path / "kubelet.key").write_bytes(key_pem)
+        whoami = _as(
+            lab,
+            _cert_flags(tmp_path / "kubelet.crt", tmp_path / "kubelet.key"),
+            *("auth", "whoami", "-o", "json"),
+        )
+        assert json.loads(whoami)["status"]["userInfo"]["username"] == node
+
+        lab.until(
+            lambda: any(
+                c["type"] == "Failed"
+                for c in _csr_status(lab, f"wrong-{suffix}").get("conditions", [])
+            ),
+            "the wrong request to fail",
+        )
+        failed = {c["type"]: c for c in _csr_status(lab, f"wrong-{suffix}")["conditions"]}["Failed"]
+        assert failed["reason"] == "SignerValidationFailure"
+        assert "system:nodes" in failed["message"]
+        assert not _csr_status(lab, f"wrong-{suffix}").get("certificate")
+        # Mallory's request was looked at before the kubelet's, and left for a human.
+        assert not _csr_status(lab, f"mallory-{suffix}").get("conditions")
+
+
+def test_the_token_cleaner_deletes_expired_bootstrap_tokens(plane: Lab) -> None:
+    lab = plane
+    short, long = uuid.uuid4().hex[:6], uuid.uuid4().hex[:6]
+    _bootstrap_token(lab, short, 2)
+    _bootstrap_token(lab, long, 3600)
+    with controllers(lab, "--controllers=tokencleaner"):
+        lab.wait_gone(f"/api/v1/namespaces/kube-system/secrets/bootstrap-token-{short}")
+        r = lab.api("GET", f"/api/v1/namespaces/kube-system/secrets/bootstrap-token-{long}")
+        assert r.status_code == 200
