@@ -48,6 +48,7 @@ from kubelab.api.resources import Resource
 from kubelab.client import (
     ClientConfig,
     IndexFunc,
+    Object,
     RestClient,
     ServerUnreachable,
     SharedInformer,
@@ -174,6 +175,51 @@ def run_workers(stop: threading.Event, count: int, *pools: Workers[K]) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+CACHE_WAIT = 0.2
+"""Seconds between looks at a key whose last writes the cache does not show yet."""
+EXPECTATION_TIMEOUT = 10.0
+"""Seconds after which a write the cache never showed is given up on (someone else
+changed the object again at once), as client-go's expectations expire."""
+
+
+class Expectations:
+    """The objects a sync wrote, until the cache shows the writes: a sync that ran on
+    a cache without an object it had just created (a pod, an EndpointSlice) would create
+    it again. Keyed by the key of the object whose sync wrote them. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # key -> (deadline, {object name: resourceVersion it had before the
+        # write, "" for a create, None for a delete})
+        self._pending: dict[str, tuple[float, dict[str, str | None]]] = {}
+
+    def expect(self, key: str, writes: dict[str, str | None]) -> None:
+        if writes:
+            with self._lock:
+                self._pending[key] = (time.monotonic() + EXPECTATION_TIMEOUT, writes)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._pending.pop(key, None)
+
+    def satisfied(self, key: str, cached: dict[str, Object]) -> bool:
+        """Whether `cached` (the objects of `key` in the cache, by name) shows them."""
+        with self._lock:
+            deadline, writes = self._pending.get(key, (0.0, {}))
+            for name, before in writes.items():
+                slice_ = cached.get(name)
+                if before is None:
+                    shown = slice_ is None
+                else:
+                    shown = (
+                        slice_ is not None and slice_["metadata"].get("resourceVersion") != before
+                    )
+                if not shown and time.monotonic() < deadline:
+                    return False
+            self._pending.pop(key, None)
+            return True
 
 
 class InformerFactory:

@@ -28,8 +28,6 @@ Kubernetes' placeholder does, to say "known, and empty" rather than "not process
 from __future__ import annotations
 
 import copy
-import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +41,7 @@ from kubelab.client import (
     split_key,
 )
 
-from .base import ControllerContext, SyncResult
+from .base import CACHE_WAIT, ControllerContext, Expectations, SyncResult
 from .endpoints import (
     ServicePodController,
     address_family,
@@ -195,57 +193,13 @@ def plan_slices(existing: list[Object], desired: dict[GroupKey, Group], max_per_
     return plan
 
 
-CACHE_WAIT = 0.2
-"""Seconds between looks at a Service whose last writes the cache does not show yet."""
-EXPECTATION_TIMEOUT = 10.0
-"""Seconds after which a write the cache never showed is given up on (someone else
-changed the slice again at once), as client-go's expectations expire."""
-
-
-class SliceExpectations:
-    """The slices a sync wrote, until the cache shows the writes: a sync that ran on a
-    cache without a slice it had just created would create it again. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        # service key -> (deadline, {slice name: resourceVersion it had before the
-        # write, "" for a create, None for a delete})
-        self._pending: dict[str, tuple[float, dict[str, str | None]]] = {}
-
-    def expect(self, key: str, writes: dict[str, str | None]) -> None:
-        if writes:
-            with self._lock:
-                self._pending[key] = (time.monotonic() + EXPECTATION_TIMEOUT, writes)
-
-    def forget(self, key: str) -> None:
-        with self._lock:
-            self._pending.pop(key, None)
-
-    def satisfied(self, key: str, cached: dict[str, Object]) -> bool:
-        """Whether `cached` (the Service's slices in the cache, by name) shows them."""
-        with self._lock:
-            deadline, writes = self._pending.get(key, (0.0, {}))
-            for name, before in writes.items():
-                slice_ = cached.get(name)
-                if before is None:
-                    shown = slice_ is None
-                else:
-                    shown = (
-                        slice_ is not None and slice_["metadata"].get("resourceVersion") != before
-                    )
-                if not shown and time.monotonic() < deadline:
-                    return False
-            self._pending.pop(key, None)
-            return True
-
-
 class EndpointSliceController(ServicePodController):
     """The controller of the module docstring, keyed by Service "namespace/name"."""
 
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx, NAME)
         self._max = int(getattr(ctx.args, "max_endpoints_per_slice", MAX_ENDPOINTS_PER_SLICE))
-        self._expectations = SliceExpectations()
+        self._expectations = Expectations()
         self._slices = ctx.informers.informer(SLICES)
         self._slices.add_event_handler(
             on_add=self._slice_changed,

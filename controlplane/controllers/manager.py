@@ -73,6 +73,7 @@ from . import (
     endpoints,
     endpointslice,
     garbagecollector,
+    job,
     namespace,
     nodeipam,
     nodelifecycle,
@@ -95,6 +96,8 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     certificates.APPROVING: certificates.CSRApprovingController,
     certificates.SIGNING: certificates.CSRSigningController,
     certificates.TOKEN_CLEANER: certificates.TokenCleaner,
+    job.NAME: job.JobController,
+    job.TTL_AFTER_FINISHED: job.TTLAfterFinishedController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -119,6 +122,8 @@ ALIASES = {
     "csrapproving": certificates.APPROVING,
     "csrsigning": certificates.SIGNING,
     "tokencleaner": certificates.TOKEN_CLEANER,
+    "job": job.NAME,
+    "ttl-after-finished": job.TTL_AFTER_FINISHED,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -210,6 +215,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--cluster-signing-duration", type=duration, default=certificates.DEFAULT_DURATION
     )
+    p.add_argument("--concurrent-job-syncs", type=int, default=5)
+    # kubelab's own, for tests: Kubernetes waits 10s before replacing a failed pod.
+    p.add_argument("--job-pod-failure-backoff", type=duration, default=job.POD_FAILURE_BACKOFF)
     p.add_argument("--concurrent-endpoint-syncs", type=int, default=5)
     p.add_argument("--concurrent-service-endpoint-syncs", type=int, default=5)
     p.add_argument(
@@ -394,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                 garbagecollector.NAME: args.concurrent_gc_syncs,
                 namespace.NAME: args.concurrent_namespace_syncs,
                 endpoints.NAME: args.concurrent_endpoint_syncs,
+                job.NAME: args.concurrent_job_syncs,
                 endpointslice.NAME: args.concurrent_service_endpoint_syncs,
             },
             qps=args.kube_api_qps,

@@ -700,3 +700,130 @@ def test_the_token_cleaner_deletes_expired_bootstrap_tokens(plane: Lab) -> None:
         lab.wait_gone(f"/api/v1/namespaces/kube-system/secrets/bootstrap-token-{short}")
         r = lab.api("GET", f"/api/v1/namespaces/kube-system/secrets/bootstrap-token-{long}")
         assert r.status_code == 200
+
+
+# -- Job and TTL after finished -----------------------------------------------------------------
+
+
+def _job(name: str, **spec: Any) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "busybox:1.36"}],
+                    }
+                },
+                **spec,
+            },
+        }
+    )
+
+
+def _job_pods(lab: Lab, ns: str, job: str) -> list[dict[str, Any]]:
+    found = lab.kubectl_json("get", "pods", "-n", ns, "-l", f"batch.kubernetes.io/job-name={job}")
+    return list(found["items"])
+
+
+def _finish(lab: Lab, ns: str, pod: str, phase: str) -> None:
+    """Play the kubelet: the pod's container exited (0: Succeeded, else Failed)."""
+    body = {"status": {"phase": phase}}
+    r = lab.api(
+        "PATCH", f"/api/v1/namespaces/{ns}/pods/{pod}/status", data=json.dumps(body), headers=MERGE
+    )
+    assert r.status_code == 200, r.text
+
+
+def _job_status(lab: Lab, ns: str, job: str) -> dict[str, Any]:
+    return dict(lab.kubectl_json("get", "job", job, "-n", ns).get("status") or {})
+
+
+def _running(lab: Lab, ns: str, job: str) -> list[str]:
+    return [
+        p["metadata"]["name"]
+        for p in _job_pods(lab, ns, job)
+        if p["status"].get("phase") not in ("Succeeded", "Failed")
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+JOB_FLAGS = ("--controllers=job,ttl-after-finished", "--job-pod-failure-backoff=0s")
+
+
+def test_a_job_runs_parallelism_pods_until_completions_succeed(plane: Lab) -> None:
+    lab = plane
+    ns = _namespace(lab)
+    with controllers(lab, *JOB_FLAGS):
+        lab.kubectl("create", "-n", ns, "-f", "-", input=_job("work", completions=3, parallelism=2))
+        lab.until(lambda: len(_running(lab, ns, "work")) == 2, "two pods")
+        pod = _job_pods(lab, ns, "work")[0]
+        assert pod["metadata"]["finalizers"] == ["batch.kubernetes.io/job-tracking"]
+        assert pod["metadata"]["ownerReferences"][0]["kind"] == "Job"
+        succeeded = 0
+        while succeeded < 3:
+            name = _running(lab, ns, "work")[0]
+            _finish(lab, ns, name, "Succeeded")
+            succeeded += 1
+            lab.until(
+                lambda n=succeeded: _job_status(lab, ns, "work").get("succeeded") == n,
+                f"{succeeded} succeeded",
+            )
+            want = min(2, 3 - succeeded)
+            lab.until(lambda w=want: len(_running(lab, ns, "work")) == w, f"{want} running")
+        lab.kubectl("wait", "--for=condition=complete", "job/work", "-n", ns, "--timeout=30s")
+        status = _job_status(lab, ns, "work")
+        assert status["succeeded"] == 3 and not status.get("failed")
+        assert status["completionTime"] and status["startTime"]
+        # Counted pods are let go: no finalizer holds them.
+        assert all(not p["metadata"].get("finalizers") for p in _job_pods(lab, ns, "work"))
+        # Deleting a counted pod does not change the count.
+        lab.kubectl("delete", "pod", _job_pods(lab, ns, "work")[0]["metadata"]["name"], "-n", ns)
+        time.sleep(0.5)
+        assert _job_status(lab, ns, "work")["succeeded"] == 3
+
+
+def test_a_job_fails_past_its_backoff_limit_counting_each_failure_once(plane: Lab) -> None:
+    lab = plane
+    ns = _namespace(lab)
+    with controllers(lab, *JOB_FLAGS):
+        lab.kubectl("create", "-n", ns, "-f", "-", input=_job("flaky", backoffLimit=2))
+        for failures in (1, 2):
+            lab.until(lambda: len(_running(lab, ns, "flaky")) == 1, "a pod")
+            _finish(lab, ns, _running(lab, ns, "flaky")[0], "Failed")
+            lab.until(
+                lambda f=failures: _job_status(lab, ns, "flaky").get("failed") == f,
+                f"{failures} failed",
+            )
+        # A pod deleted before it finished counts as failed too: the third failure.
+        lab.until(lambda: len(_running(lab, ns, "flaky")) == 1, "a third pod")
+        lab.kubectl("delete", "pod", _running(lab, ns, "flaky")[0], "-n", ns, "--wait=false")
+        lab.kubectl("wait", "--for=condition=failed", "job/flaky", "-n", ns, "--timeout=30s")
+        status = _job_status(lab, ns, "flaky")
+        assert status["failed"] == 3
+        failed = {c["type"]: c for c in status["conditions"]}["Failed"]
+        assert failed["reason"] == "BackoffLimitExceeded"
+        assert not _running(lab, ns, "flaky")
+
+
+def test_active_deadline_and_ttl_after_finished(plane: Lab) -> None:
+    lab = plane
+    ns = _namespace(lab)
+    with controllers(lab, *JOB_FLAGS):
+        lab.kubectl(
+            "create",
+            "-n",
+            ns,
+            "-f",
+            "-",
+            input=_job("slow", activeDeadlineSeconds=1, ttlSecondsAfterFinished=2),
+        )
+        lab.kubectl("wait", "--for=condition=failed", "job/slow", "-n", ns, "--timeout=30s")
+        failed = {c["type"]: c for c in _job_status(lab, ns, "slow")["conditions"]}["Failed"]
+        assert failed["reason"] == "DeadlineExceeded"
+        lab.until(lambda: not _running(lab, ns, "slow"), "the pod to go")
+        # Two seconds after it finished, the Job is deleted.
+        lab.wait_gone(f"/apis/batch/v1/namespaces/{ns}/jobs/slow")
