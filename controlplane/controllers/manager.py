@@ -70,6 +70,7 @@ from kubelab.client import (
 
 from . import (
     certificates,
+    cronjob,
     endpoints,
     endpointslice,
     garbagecollector,
@@ -98,6 +99,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     certificates.TOKEN_CLEANER: certificates.TokenCleaner,
     job.NAME: job.JobController,
     job.TTL_AFTER_FINISHED: job.TTLAfterFinishedController,
+    cronjob.NAME: cronjob.CronJobController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -124,6 +126,7 @@ ALIASES = {
     "tokencleaner": certificates.TOKEN_CLEANER,
     "job": job.NAME,
     "ttl-after-finished": job.TTL_AFTER_FINISHED,
+    "cronjob": cronjob.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -216,6 +219,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--cluster-signing-duration", type=duration, default=certificates.DEFAULT_DURATION
     )
     p.add_argument("--concurrent-job-syncs", type=int, default=5)
+    p.add_argument("--concurrent-cron-job-syncs", type=int, default=5)
     # kubelab's own, for tests: Kubernetes waits 10s before replacing a failed pod.
     p.add_argument("--job-pod-failure-backoff", type=duration, default=job.POD_FAILURE_BACKOFF)
     p.add_argument("--concurrent-endpoint-syncs", type=int, default=5)
@@ -403,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                 namespace.NAME: args.concurrent_namespace_syncs,
                 endpoints.NAME: args.concurrent_endpoint_syncs,
                 job.NAME: args.concurrent_job_syncs,
+                cronjob.NAME: args.concurrent_cron_job_syncs,
                 endpointslice.NAME: args.concurrent_service_endpoint_syncs,
             },
             qps=args.kube_api_qps,

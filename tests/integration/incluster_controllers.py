@@ -36,11 +36,14 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("kubelab")
     root.addHandler(handler)
+    level = root.level
+    root.setLevel(logging.INFO)
     try:
         control.start(timeout=90)
         yield Lab(control)
     finally:
         root.removeHandler(handler)
+        root.setLevel(level)
         handler.close()
         control.stop()
 

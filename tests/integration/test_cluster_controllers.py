@@ -827,3 +827,136 @@ def test_active_deadline_and_ttl_after_finished(plane: Lab) -> None:
         lab.until(lambda: not _running(lab, ns, "slow"), "the pod to go")
         # Two seconds after it finished, the Job is deleted.
         lab.wait_gone(f"/apis/batch/v1/namespaces/{ns}/jobs/slow")
+
+
+# -- CronJob ---------------------------------------------------------------------------------------
+
+
+def _cronjob(name: str, **spec: Any) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": name},
+            "spec": {
+                "schedule": "* * * * *",
+                "timeZone": "Europe/Paris",
+                "suspend": True,
+                "jobTemplate": {
+                    "metadata": {"labels": {"app": "backup"}},
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{"name": "c", "image": "busybox:1.36"}],
+                            }
+                        }
+                    },
+                },
+                **spec,
+            },
+        }
+    )
+
+
+def _patch(lab: Lab, path: str, body: dict[str, Any]) -> None:
+    r = lab.api("PATCH", path, data=json.dumps(body), headers=MERGE)
+    assert r.status_code == 200, r.text
+
+
+def _minutes_ago(minutes: int) -> str:
+    when = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=minutes)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _jobs_of(lab: Lab, ns: str) -> list[dict[str, Any]]:
+    return list(lab.kubectl_json("get", "jobs", "-n", ns)["items"])
+
+
+def test_a_cronjob_runs_the_most_recent_missed_time_once_and_keeps_its_history(
+    plane: Lab,
+) -> None:
+    lab = plane
+    ns = _namespace(lab)
+    path = f"/apis/batch/v1/namespaces/{ns}/cronjobs/backup"
+    with controllers(lab, "--controllers=cronjob"):
+        lab.kubectl(
+            "create",
+            "-n",
+            ns,
+            "-f",
+            "-",
+            input=_cronjob("backup", concurrencyPolicy="Forbid", successfulJobsHistoryLimit=0),
+        )
+        # As if the controller-manager had been down for five minutes: five times are
+        # due, one Job starts, for the most recent.
+        _patch(lab, path + "/status", {"status": {"lastScheduleTime": _minutes_ago(5)}})
+        lab.kubectl("patch", "cronjob", "backup", "-n", ns, "-p", '{"spec":{"suspend":false}}')
+        lab.until(lambda: len(_jobs_of(lab, ns)) == 1, "a job")
+        time.sleep(0.5)
+        jobs = _jobs_of(lab, ns)
+        assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]
+        job = jobs[0]
+        scheduled = job["metadata"]["annotations"][
+            "batch.kubernetes.io/cronjob-scheduled-timestamp"
+        ]
+        minute = int(datetime.datetime.fromisoformat(scheduled.replace("Z", "+00:00")).timestamp())
+        assert job["metadata"]["name"] == f"backup-{minute // 60}"
+        assert job["metadata"]["labels"] == {"app": "backup"}
+        assert job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
+        lab.until(
+            lambda: lab.kubectl_json("get", "cronjob", "backup", "-n", ns)["status"].get("active"),
+            "the job listed as active",
+        )
+        status = lab.kubectl_json("get", "cronjob", "backup", "-n", ns)["status"]
+        assert status["lastScheduleTime"] == scheduled
+        assert [a["name"] for a in status["active"]] == [job["metadata"]["name"]]
+
+        # Forbid: the same time due again while the Job runs starts nothing.
+        _patch(lab, path + "/status", {"status": {"lastScheduleTime": _minutes_ago(3)}})
+        lab.until(
+            lambda: any(e["reason"] == "JobAlreadyActive" for e in _events(lab, ns, "backup")),
+            "JobAlreadyActive",
+        )
+        assert len(_jobs_of(lab, ns)) == 1
+        _patch(lab, path + "/status", {"status": {"lastScheduleTime": scheduled}})
+
+        # The Job completes (as its controller would say): it leaves the active list,
+        # sets lastSuccessfulTime, and, beyond a history of 0, is deleted.
+        done = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _patch(
+            lab,
+            f"/apis/batch/v1/namespaces/{ns}/jobs/{job['metadata']['name']}/status",
+            {
+                "status": {
+                    "startTime": done,
+                    "completionTime": done,
+                    "succeeded": 1,
+                    "conditions": [
+                        {
+                            "type": "SuccessCriteriaMet",
+                            "status": "True",
+                            "lastTransitionTime": done,
+                        },
+                        {"type": "Complete", "status": "True", "lastTransitionTime": done},
+                    ],
+                }
+            },
+        )
+        lab.until(
+            lambda: (
+                lab.kubectl_json("get", "cronjob", "backup", "-n", ns)["status"].get(
+                    "lastSuccessfulTime"
+                )
+                == done
+            ),
+            "lastSuccessfulTime",
+        )
+        lab.until(
+            lambda: (
+                job["metadata"]["name"] not in [j["metadata"]["name"] for j in _jobs_of(lab, ns)]
+            ),
+            "the completed job deleted",
+        )
+        events = {e["reason"] for e in _events(lab, ns, "backup")}
+        assert {"SuccessfulCreate", "SawCompletedJob", "SuccessfulDelete"} <= events
