@@ -11,11 +11,13 @@ then validation, then the validating ones (`validate`):
 * LimitRanger: containers without requests/limits get the namespace's LimitRange defaults;
   values outside its min/max are refused.
 * ResourceQuota: a create that would push a namespace over a quota's ``hard`` limits is
-  refused with the quota's numbers (object counts, ``pods`` or ``count/pods`` for core
-  resources and ``count/deployments.apps`` for other groups; requests and limits of
-  pods). Usage is counted from the watch cache at admission time, so two creates racing
-  for the last unit can both pass; Kubernetes closes that gap by writing the quota's
-  usage with a compare-and-swap first.
+  refused with the quota's numbers (what counts: `kubelab.api.quota`). The create is
+  charged to the quota first, as Kubernetes does: its ``status.used`` is raised with a
+  compare-and-swap on the quota object in the store, so of two creates racing for the
+  last unit one writes first and the other, retrying on the new value, is refused. A
+  key the quota's status does not know yet (the controller has not counted it) is
+  counted from the watch cache. What a create was charged for is given back only when
+  the resourcequota controller recounts (after a failed create, or a delete).
 * DefaultTolerationSeconds: pods tolerate ``not-ready`` and ``unreachable`` nodes for 300 s
   before taint-based eviction, unless they say otherwise.
 * NodeRestriction: a kubelet (``system:node:<name>``) may only write its own Node and Lease
@@ -26,18 +28,18 @@ one, granting permissions they do not hold themselves, unless they have the ``es
 (for roles) or ``bind`` (for bindings) verb on it.
 
 Plugins read the cluster's state (namespaces, accounts, limit ranges, quotas) from the
-watch cache through `Lookup`; they never write it.
+watch cache through `Lookup`; the one write is ResourceQuota's charge (`Charge`).
 """
 
 from __future__ import annotations
 
+import copy
 import secrets
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from kubelab.api import errors, resources
-from kubelab.api.quantity import Quantity, parse_quantity
+from kubelab.api import errors, quota, resources
 from kubelab.api.resources import Resource
 
 from .authn import UserInfo
@@ -50,6 +52,10 @@ Get = Callable[[str, str, str], Object | None]
 """(resource plural, namespace, name) -> object from the cache."""
 List = Callable[[str, str], list[Object]]
 """(resource plural, namespace) -> objects from the cache."""
+Charge = Callable[[str, str, Callable[[Object], Object | None]], Object | None]
+"""(namespace, quota name, change) -> the quota as stored after `change` (None if it is
+gone): a compare-and-swap loop that calls `change` on the stored quota until its write
+sticks; `change` may raise to refuse, or return None to leave the quota as it is."""
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -76,6 +82,7 @@ class Chain(Admission):
         authorizer: Authorizer,
         plugins: tuple[str, ...] = ALL,
         live_get: Get | None = None,
+        charge: Charge | None = None,
     ) -> None:
         unknown = [p for p in plugins if p not in self.ALL]
         if unknown:
@@ -85,6 +92,7 @@ class Chain(Admission):
         self.authorizer = authorizer
         self.plugins = plugins
         self.live_get = live_get or get
+        self.charge = charge
 
     def _lookup(self, plural: str, namespace: str, name: str) -> Object | None:
         """From the cache, or from the store when the cache has not seen it yet: a
@@ -219,7 +227,7 @@ class Chain(Admission):
                             res.setdefault(field, {}).setdefault(name, value)
                     for name, low in (item.get("min") or {}).items():
                         got = res.get("requests", {}).get(name)
-                        if got is not None and _q(got) < _q(low):
+                        if got is not None and quota.quantity(got) < quota.quantity(low):
                             raise errors.StatusError(
                                 403,
                                 "Forbidden",
@@ -228,7 +236,7 @@ class Chain(Admission):
                             )
                     for name, high in (item.get("max") or {}).items():
                         got = res.get("limits", {}).get(name)
-                        if got is not None and _q(got) > _q(high):
+                        if got is not None and quota.quantity(got) > quota.quantity(high):
                             raise errors.StatusError(
                                 403,
                                 "Forbidden",
@@ -239,49 +247,76 @@ class Chain(Admission):
         quotas = self.list_objects("resourcequotas", attrs.namespace)
         if not quotas:
             return
-        adding = _usage(attrs.resource, attrs.object or {})
-        current: dict[str, Fraction] | None = None
+        adding = quota.usage(attrs.resource, attrs.object or {})
+        counted: dict[str, Fraction] = {}
+
+        def cache_usage() -> dict[str, Fraction]:
+            if not counted:
+                counted.update(self._namespace_usage(attrs.namespace, attrs.resource))
+            return counted
+
         for q in quotas:
             hard = q.get("spec", {}).get("hard") or {}
-            relevant = {k: v for k, v in hard.items() if k in adding}
-            if not relevant:
+            if not any(k in adding for k in hard):
                 continue
-            if current is None:
-                current = self._namespace_usage(attrs.namespace, attrs.resource)
-            over = [
-                k for k, v in relevant.items() if current.get(k, Fraction(0)) + adding[k] > _q(v)
-            ]
-            if over:
-                requested = ",".join(f"{k}={_fmt(adding[k])}" for k in over)
-                used = ",".join(f"{k}={_fmt(current.get(k, Fraction(0)))}" for k in over)
-                limited = ",".join(f"{k}={relevant[k]}" for k in over)
-                raise errors.StatusError(
-                    403,
-                    "Forbidden",
-                    f'{attrs.resource.plural} "{attrs.name}" is forbidden: exceeded quota: '
-                    f"{q['metadata']['name']}, requested: {requested}, used: {used}, "
-                    f"limited: {limited}",
-                )
+            name = q["metadata"]["name"]
+
+            def charged(stored: Object, name: str = name) -> Object | None:
+                return self._charged(attrs, stored, name, adding, cache_usage)
+
+            if self.charge is None or attrs.dry_run:
+                charged(copy.deepcopy(q))
+            else:
+                self.charge(attrs.namespace, name, charged)
+
+    def _charged(
+        self,
+        attrs: Attributes,
+        stored: Object,
+        name: str,
+        adding: dict[str, Fraction],
+        cache_usage: Callable[[], dict[str, Fraction]],
+    ) -> Object | None:
+        """`stored` (a quota) charged with `adding`, or a 403 if that is over its hard
+        limits."""
+        hard = (stored.get("spec") or {}).get("hard") or {}
+        relevant = {k: v for k, v in hard.items() if k in adding}
+        if not relevant:
+            return None
+        status = stored.setdefault("status", {})
+        used = status.setdefault("used", {})
+        current = {
+            k: quota.quantity(used[k]) if k in used else cache_usage().get(k, Fraction(0))
+            for k in relevant
+        }
+        over = [k for k, v in relevant.items() if current[k] + adding[k] > quota.quantity(v)]
+        if over:
+            requested = ",".join(f"{k}={quota.fmt(adding[k])}" for k in over)
+            in_use = ",".join(f"{k}={quota.fmt(current[k])}" for k in over)
+            limited = ",".join(f"{k}={relevant[k]}" for k in over)
+            raise errors.StatusError(
+                403,
+                "Forbidden",
+                f'{attrs.resource.plural} "{attrs.name}" is forbidden: exceeded quota: '
+                f"{name}, requested: {requested}, used: {in_use}, limited: {limited}",
+            )
+        for k in relevant:
+            used[k] = quota.fmt(current[k] + adding[k])
+        status["hard"] = dict(hard)
+        return stored
 
     def _namespace_usage(self, namespace: str, creating: Resource) -> dict[str, Fraction]:
         """What the namespace uses now: the core kinds quotas know by name, and the kind
         being created (for its ``count/<resource>.<group>``)."""
         total: dict[str, Fraction] = {}
-        kinds = [resources.lookup("", "v1", plural) for plural in _QUOTA_CORE]
-        if creating.plural not in _QUOTA_CORE or creating.group:
+        kinds = [resources.lookup("", "v1", plural) for plural in quota.CORE_COUNTED]
+        if creating.plural not in quota.CORE_COUNTED or creating.group:
             kinds.append(creating)
         for r in kinds:
             assert r is not None
-            for obj in self.list_objects(
-                f"{r.plural}.{r.group}" if r.group else r.plural, namespace
-            ):
-                if r.plural == "pods" and obj.get("status", {}).get("phase") in (
-                    "Succeeded",
-                    "Failed",
-                ):
-                    continue
-                for k, v in _usage(r, obj).items():
-                    total[k] = total.get(k, Fraction(0)) + v
+            plural = f"{r.plural}.{r.group}" if r.group else r.plural
+            for k, v in quota.total(r, self.list_objects(plural, namespace)).items():
+                total[k] = total.get(k, Fraction(0)) + v
         return total
 
     def _rbac_escalation(self, attrs: Attributes) -> None:
@@ -377,46 +412,3 @@ def _default_tolerations(pod: Object) -> None:
         tolerations.append(
             {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
         )
-
-
-_QUOTA_CORE = (
-    "pods",
-    "services",
-    "configmaps",
-    "secrets",
-    "persistentvolumeclaims",
-    "replicationcontrollers",
-    "resourcequotas",
-)
-"""Core kinds a quota can also count by their plain name (``pods: 10``)."""
-
-
-def _usage(r: Resource, obj: Object) -> dict[str, Fraction]:
-    """What one object counts against a quota."""
-    plural = r.plural
-    # count/pods for core resources, count/deployments.apps for the others
-    out = {f"count/{plural}.{r.group}" if r.group else f"count/{plural}": Fraction(1)}
-    if plural in _QUOTA_CORE and not r.group:
-        out[plural] = Fraction(1)
-    if plural == "pods":
-        for c in obj.get("spec", {}).get("containers", []):
-            res = c.get("resources", {})
-            for field in ("requests", "limits"):
-                for name, value in (res.get(field) or {}).items():
-                    key = f"{field}.{name}"
-                    out[key] = out.get(key, Fraction(0)) + _q(value)
-                    if field == "requests":
-                        out[name] = out.get(name, Fraction(0)) + _q(value)
-    return out
-
-
-def _q(value: Any) -> Fraction:
-    """A quantity's exact value; a malformed one (validation reports it) counts as 0."""
-    try:
-        return parse_quantity(value).value
-    except ValueError:
-        return Fraction(0)
-
-
-def _fmt(value: Fraction) -> str:
-    return str(Quantity(value))

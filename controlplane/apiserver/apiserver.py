@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from .metrics import Metrics
 from .registry import Registry
 from .requestinfo import RequestInfo
 from .services import ServiceAllocator
-from .storage import Storage
+from .storage import KeyNotFound, RevisionConflict, Storage
 from .views import ConvertedView
 from .watchcache import Cacher
 
@@ -131,6 +132,7 @@ class APIServer:
             self.authz,
             config.admission_plugins,
             live_get=self.stored,
+            charge=self.charge_quota,
         )
         self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
         # Resources served from another's objects (events.k8s.io/v1 Events).
@@ -172,6 +174,23 @@ class APIServer:
         """Read through to the store (linearizable), for lookups the cache may lag on."""
         r = _resource(plural)
         return self.storage.get(r.key(namespace, name))
+
+    def charge_quota(
+        self,
+        namespace: str,
+        name: str,
+        change: Callable[[dict[str, Any]], dict[str, Any] | None],
+    ) -> dict[str, Any] | None:
+        """Write a ResourceQuota's charged usage with compare-and-swap (`Charge` of the
+        admission module); None if the quota is gone."""
+        r = _resource("resourcequotas")
+        try:
+            stored, _ = self.storage.guaranteed_update(r.key(namespace, name), change)
+        except KeyNotFound:
+            return None
+        except RevisionConflict:
+            raise errors.conflict(r.plural, name, r.group) from None
+        return stored
 
     def cached_list(self, plural: str, namespace: str) -> list[dict[str, Any]]:
         r = _resource(plural)

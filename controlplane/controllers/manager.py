@@ -78,6 +78,7 @@ from . import (
     namespace,
     nodeipam,
     nodelifecycle,
+    resourcequota,
     serviceaccounts,
 )
 from .base import Controller, ControllerContext, InformerFactory
@@ -100,6 +101,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     job.NAME: job.JobController,
     job.TTL_AFTER_FINISHED: job.TTLAfterFinishedController,
     cronjob.NAME: cronjob.CronJobController,
+    resourcequota.NAME: resourcequota.ResourceQuotaController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -127,6 +129,7 @@ ALIASES = {
     "job": job.NAME,
     "ttl-after-finished": job.TTL_AFTER_FINISHED,
     "cronjob": cronjob.NAME,
+    "resourcequota": resourcequota.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -222,6 +225,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--concurrent-cron-job-syncs", type=int, default=5)
     # kubelab's own, for tests: Kubernetes waits 10s before replacing a failed pod.
     p.add_argument("--job-pod-failure-backoff", type=duration, default=job.POD_FAILURE_BACKOFF)
+    p.add_argument("--concurrent-resource-quota-syncs", type=int, default=5)
+    p.add_argument(
+        "--resource-quota-sync-period", type=duration, default=resourcequota.DEFAULT_SYNC_PERIOD
+    )
     p.add_argument("--concurrent-endpoint-syncs", type=int, default=5)
     p.add_argument("--concurrent-service-endpoint-syncs", type=int, default=5)
     p.add_argument(
@@ -408,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
                 endpoints.NAME: args.concurrent_endpoint_syncs,
                 job.NAME: args.concurrent_job_syncs,
                 cronjob.NAME: args.concurrent_cron_job_syncs,
+                resourcequota.NAME: args.concurrent_resource_quota_syncs,
                 endpointslice.NAME: args.concurrent_service_endpoint_syncs,
             },
             qps=args.kube_api_qps,

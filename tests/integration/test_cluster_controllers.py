@@ -960,3 +960,61 @@ def test_a_cronjob_runs_the_most_recent_missed_time_once_and_keeps_its_history(
         )
         events = {e["reason"] for e in _events(lab, ns, "backup")}
         assert {"SuccessfulCreate", "SawCompletedJob", "SuccessfulDelete"} <= events
+
+
+# -- ResourceQuota --------------------------------------------------------------------------------
+
+
+def _quota_status(lab: Lab, ns: str, name: str) -> dict[str, Any]:
+    return dict(lab.kubectl_json("get", "resourcequota", name, "-n", ns).get("status") or {})
+
+
+def test_racing_creates_cannot_share_the_last_unit_and_the_controller_recounts(
+    plane: Lab,
+) -> None:
+    lab = plane
+    ns = _namespace(lab)
+    with controllers(lab, "--controllers=resourcequota"):
+        lab.kubectl(
+            "create", "quota", "one-pod", "-n", ns, "--hard=pods=1,count/deployments.apps=2"
+        )
+        lab.until(
+            lambda: (
+                _quota_status(lab, ns, "one-pod").get("used")
+                == {"pods": "0", "count/deployments.apps": "0"}
+            ),
+            "the quota's status",
+        )
+        assert _quota_status(lab, ns, "one-pod")["hard"] == {
+            "pods": "1",
+            "count/deployments.apps": "2",
+        }
+        racers = 8
+        barrier = threading.Barrier(racers)
+        codes: list[int] = []
+
+        def create(i: int) -> None:
+            body = json.loads(_pod_on("node-a", f"racer-{i}"))
+            barrier.wait(10)
+            r = lab.api("POST", f"/api/v1/namespaces/{ns}/pods", json=body)
+            codes.append(r.status_code)
+            if r.status_code != 201:
+                assert "exceeded quota: one-pod" in r.json()["message"], r.text
+
+        threads = [threading.Thread(target=create, args=(i,)) for i in range(racers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert sorted(codes) == [201] + [403] * (racers - 1), codes
+        assert len(lab.kubectl_json("get", "pods", "-n", ns)["items"]) == 1
+        assert _quota_status(lab, ns, "one-pod")["used"]["pods"] == "1"
+
+        # The pod goes (its kubelet confirms at once): the recount gives the unit back,
+        # and the next create passes.
+        pod = lab.kubectl_json("get", "pods", "-n", ns)["items"][0]["metadata"]["name"]
+        lab.kubectl("delete", "pod", pod, "-n", ns, "--grace-period=0", "--force")
+        lab.until(lambda: _quota_status(lab, ns, "one-pod")["used"]["pods"] == "0", "the recount")
+        lab.kubectl("create", "-n", ns, "-f", "-", input=_pod_on("node-a", "after"))
+        described = lab.kubectl("describe", "quota", "one-pod", "-n", ns).stdout
+        assert "pods" in described and "1" in described
