@@ -15,6 +15,7 @@ answer and reach the store.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 from collections.abc import Callable
@@ -132,7 +133,7 @@ class APIServer:
             self.authz,
             config.admission_plugins,
             live_get=self.stored,
-            charge=self.charge_quota,
+            charge=functools.partial(self.swap, "resourcequotas"),
         )
         self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
         # Resources served from another's objects (events.k8s.io/v1 Events).
@@ -175,15 +176,17 @@ class APIServer:
         r = _resource(plural)
         return self.storage.get(r.key(namespace, name))
 
-    def charge_quota(
+    def swap(
         self,
+        plural: str,
         namespace: str,
         name: str,
         change: Callable[[dict[str, Any]], dict[str, Any] | None],
     ) -> dict[str, Any] | None:
-        """Write a ResourceQuota's charged usage with compare-and-swap (`Charge` of the
-        admission module); None if the quota is gone."""
-        r = _resource("resourcequotas")
+        """Compare-and-swap `change` into an object in the store until it sticks (the
+        apiserver's own writes: a ResourceQuota's charged usage, a disruption budget's
+        taken disruption); None if the object is gone."""
+        r = _resource(plural)
         try:
             stored, _ = self.storage.guaranteed_update(r.key(namespace, name), change)
         except KeyNotFound:

@@ -7,7 +7,7 @@
 * ``serviceaccounts/token``: a TokenRequest answered with a signed token
   (``kubectl create token``).
 * ``namespaces/finalize``, ``certificatesigningrequests/approval``: writes of one field.
-* ``pods/eviction``: an Eviction deletes the pod (disruption budgets are not enforced).
+* ``pods/eviction``: an Eviction deletes the pod if its disruption budget allows (`eviction`).
 * ``pods/log|exec|attach|portforward``, ``nodes/proxy``: the live-data path, proxied to
   the node's kubelet (`kubelet_proxy`).
 * Reviews (never stored): SelfSubjectAccessReview and SelfSubjectRulesReview
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import functools
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from kubelab import fastjson
 from kubelab.api import errors, patch
 from kubelab.api.resources import Resource, lookup
 
-from . import strategy
+from . import eviction, strategy
 from .authn import API_AUDIENCE, UserInfo
 from .authz import MASTERS, NODES
 from .registry import DeleteOptions, decode_body, parse_dry_run, patch_error
@@ -100,7 +101,14 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
     if sub in ("finalize", "approval") and verb == "update":
         return _one_field(server, r, ns, info.name, sub, _body(), user)
     if sub == "eviction" and verb == "create":
-        reg.delete(r, ns, info.name, DeleteOptions(), user)
+        body = _body()
+        eviction.admit_eviction(
+            reg.get(r, ns, info.name),
+            server.cached_list("poddisruptionbudgets.policy", ns),
+            functools.partial(server.swap, "poddisruptionbudgets.policy"),
+        )
+        options = body.get("deleteOptions") if isinstance(body, dict) else None
+        reg.delete(r, ns, info.name, DeleteOptions.parse({}, options or {}), user)
         return json_response(
             {
                 "kind": "Status",

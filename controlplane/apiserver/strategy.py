@@ -35,6 +35,7 @@ _STATUS_RESET = {
     "CertificateSigningRequest",
     "PersistentVolume",
     "PersistentVolumeClaim",
+    "PodDisruptionBudget",
 }
 _NO_GENERATION = {"Event", "Lease", "Endpoints", "EndpointSlice", "ConfigMap", "Secret"}
 

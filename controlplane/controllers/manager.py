@@ -71,6 +71,7 @@ from kubelab.client import (
 from . import (
     certificates,
     cronjob,
+    disruption,
     endpoints,
     endpointslice,
     garbagecollector,
@@ -102,6 +103,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     job.TTL_AFTER_FINISHED: job.TTLAfterFinishedController,
     cronjob.NAME: cronjob.CronJobController,
     resourcequota.NAME: resourcequota.ResourceQuotaController,
+    disruption.NAME: disruption.DisruptionController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -130,6 +132,7 @@ ALIASES = {
     "ttl-after-finished": job.TTL_AFTER_FINISHED,
     "cronjob": cronjob.NAME,
     "resourcequota": resourcequota.NAME,
+    "disruption": disruption.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""

@@ -1018,3 +1018,142 @@ def test_racing_creates_cannot_share_the_last_unit_and_the_controller_recounts(
         lab.kubectl("create", "-n", ns, "-f", "-", input=_pod_on("node-a", "after"))
         described = lab.kubectl("describe", "quota", "one-pod", "-n", ns).stdout
         assert "pods" in described and "1" in described
+
+
+# -- PodDisruptionBudget and eviction --------------------------------------------------------------
+
+
+class ConfirmingKubelet:
+    """Plays the kubelets of a namespace's pods: confirms each deletion at once."""
+
+    def __init__(self, lab: Lab, ns: str) -> None:
+        self.lab, self.ns = lab, ns
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ConfirmingKubelet:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        path = f"/api/v1/namespaces/{self.ns}/pods"
+        while not self._stop.wait(0.2):
+            for pod in self.lab.api("GET", path).json().get("items") or []:
+                if pod["metadata"].get("deletionTimestamp"):
+                    self.lab.api(
+                        "DELETE",
+                        f"{path}/{pod['metadata']['name']}",
+                        json={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+                    )
+
+
+def _owned_pod(name: str, node: str, owner: dict[str, Any]) -> str:
+    pod = json.loads(_pod_on(node, name))
+    pod["metadata"]["labels"] = {"app": "web"}
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    return json.dumps(pod)
+
+
+def _budget(lab: Lab, ns: str) -> dict[str, Any]:
+    return dict(lab.kubectl_json("get", "pdb", "web", "-n", ns).get("status") or {})
+
+
+def _evict(lab: Lab, ns: str, pod: str) -> Any:
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod}}
+    return lab.api("POST", f"/api/v1/namespaces/{ns}/pods/{pod}/eviction", json=body)
+
+
+def test_drain_and_evictions_respect_the_disruption_budget(plane: Lab) -> None:
+    lab = plane
+    ns = _namespace(lab)
+    node = f"drained-{uuid.uuid4().hex[:6]}"
+    lab.kubectl("create", "-f", "-", input=_node(node))
+    rs = json.loads(
+        lab.kubectl(
+            "create",
+            "-n",
+            ns,
+            "-o",
+            "json",
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "metadata": {"name": "web"},
+                    "spec": {
+                        "replicas": 3,
+                        "selector": {"matchLabels": {"app": "web"}},
+                        "template": {
+                            "metadata": {"labels": {"app": "web"}},
+                            "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]},
+                        },
+                    },
+                }
+            ),
+        ).stdout
+    )
+    try:
+        with controllers(lab, "--controllers=disruption"), ConfirmingKubelet(lab, ns):
+            for i in range(3):
+                lab.kubectl("create", "-n", ns, "-f", "-", input=_owned_pod(f"web-{i}", node, rs))
+                _kubelet_reports(lab, ns, f"web-{i}", f"10.244.7.{i + 1}", ready=True)
+            lab.kubectl(
+                "create", "pdb", "web", "-n", ns, "--selector=app=web", "--max-unavailable=1"
+            )
+            lab.until(lambda: _budget(lab, ns).get("disruptionsAllowed") == 1, "the budget")
+            status = _budget(lab, ns)
+            assert (status["expectedPods"], status["currentHealthy"], status["desiredHealthy"]) == (
+                3,
+                3,
+                2,
+            )
+            assert status["observedGeneration"] == 1
+
+            # Drain evicts one pod, then the budget holds the others.
+            done = lab.kubectl(
+                "drain", node, "--force", "--ignore-daemonsets", "--timeout=8s", check=False
+            )
+            assert done.returncode != 0
+            assert "Cannot evict pod as it would violate the pod's disruption budget" in (
+                done.stderr
+            ), done.stderr
+            assert lab.kubectl_json("get", "node", node)["spec"].get("unschedulable") is True
+            left = lab.kubectl_json("get", "pods", "-n", ns)["items"]
+            assert len(left) == 2, [p["metadata"]["name"] for p in left]
+            lab.until(lambda: _budget(lab, ns).get("currentHealthy") == 2, "the recount")
+            assert _budget(lab, ns)["disruptionsAllowed"] == 0
+
+            # A replacement elsewhere becomes ready: one more disruption, and of two
+            # evictions racing for it exactly one passes.
+            lab.kubectl("create", "-n", ns, "-f", "-", input=_owned_pod("web-3", "node-x", rs))
+            _kubelet_reports(lab, ns, "web-3", "10.244.8.1", ready=True)
+            lab.until(lambda: _budget(lab, ns).get("disruptionsAllowed") == 1, "one allowed")
+            codes: list[int] = []
+            barrier = threading.Barrier(2)
+
+            def evict(pod: str) -> None:
+                barrier.wait(10)
+                codes.append(_evict(lab, ns, pod).status_code)
+
+            racers = [threading.Thread(target=evict, args=(p["metadata"]["name"],)) for p in left]
+            for thread in racers:
+                thread.start()
+            for thread in racers:
+                thread.join(30)
+            assert sorted(codes) == [201, 429], codes
+    finally:
+        lab.kubectl("delete", "node", node, "--ignore-not-found")
