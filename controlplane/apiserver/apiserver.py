@@ -287,6 +287,30 @@ class APIServer:
                     ],
                 },
             )
+            # Its EndpointSlice too, as kube-apiserver's endpoint reconciler writes both
+            # (the Endpoints are labelled for the mirroring controller to skip).
+            family = ipaddress.ip_address(self.config.advertise_address).version
+            self._ensure(
+                _resource("endpointslices.discovery.k8s.io"),
+                "default",
+                {
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "name": "kubernetes",
+                        "namespace": "default",
+                        "labels": {"kubernetes.io/service-name": "kubernetes"},
+                    },
+                    "addressType": f"IPv{family}",
+                    "endpoints": [
+                        {
+                            "addresses": [self.config.advertise_address],
+                            "conditions": {"ready": True},
+                        }
+                    ],
+                    "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+                },
+            )
         self.bootstrapped = True
         log.info(
             "apiserver: bootstrap objects in place (namespaces, RBAC policy, kubernetes "

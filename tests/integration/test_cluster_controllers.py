@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from controlplane.localplane import LocalControlPlane
 from kubelab import pki
 from tests.integration.controlplane_fixture import KUBECTL, Lab
 from tests.integration.incluster_controllers import controllers, plane
@@ -1157,3 +1158,30 @@ def test_drain_and_evictions_respect_the_disruption_budget(plane: Lab) -> None:
             assert sorted(codes) == [201, 429], codes
     finally:
         lab.kubectl("delete", "node", node, "--ignore-not-found")
+
+
+def test_the_kubernetes_service_has_endpoints_and_a_slice(tmp_path: Path) -> None:
+    """kube-apiserver writes both for its own Service (a documentation address here:
+    nothing is sent to it)."""
+    control = LocalControlPlane(
+        tmp_path,
+        store_members=1,
+        controller_manager=False,
+        extra_args=["--advertise-address", "192.0.2.10"],
+    )
+    try:
+        control.start(timeout=90)
+        lab = Lab(control)
+        eps = lab.kubectl_json("get", "endpoints", "kubernetes", "-n", "default")
+        assert eps["subsets"][0]["addresses"] == [{"ip": "192.0.2.10"}]
+        slices = lab.kubectl_json(
+            "get", "endpointslices", "-n", "default", "-l", "kubernetes.io/service-name=kubernetes"
+        )["items"]
+        assert len(slices) == 1
+        assert slices[0]["addressType"] == "IPv4"
+        assert slices[0]["endpoints"] == [
+            {"addresses": ["192.0.2.10"], "conditions": {"ready": True}}
+        ]
+        assert slices[0]["ports"] == [{"name": "https", "port": control.port, "protocol": "TCP"}]
+    finally:
+        control.stop()
