@@ -18,12 +18,30 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
     --concurrent-namespace-syncs N namespace controller workers (10)
     --kube-api-qps, --kube-api-burst
                                    the rate limit of each controller's client (20, 30)
+    --allocate-node-cidrs, --cluster-cidr CIDR, --node-cidr-mask-size N
+                                   node IPAM (off unless allocating; /24 per node)
+    --node-monitor-grace-period, --node-startup-grace-period
+                                   node lifecycle (40s, 60s)
+    --cluster-signing-cert-file, --cluster-signing-key-file, --cluster-signing-duration
+                                   the CSR signer's CA (off without it) and validity (1y)
+    --max-endpoints-per-slice N    100
+    --resource-quota-sync-period   5m
+    --concurrent-{endpoint,service-endpoint,job,cron-job,resource-quota}-syncs N   5
+    --job-pod-failure-backoff      kubelab's own: 10s, Kubernetes' fixed back-off
+                                   before a Job replaces a failed pod (tests shorten it)
     -v N                           4 and more: debug logs
 
 Controllers (`--controllers` also takes their older names in parentheses):
 garbage-collector-controller (garbagecollector), namespace-controller (namespace),
-serviceaccount-controller (serviceaccount) and root-ca-certificate-publisher-controller
-(root-ca-cert-publisher).
+serviceaccount-controller (serviceaccount), root-ca-certificate-publisher-controller
+(root-ca-cert-publisher), node-ipam-controller (nodeipam), endpoints-controller
+(endpoint), endpointslice-controller (endpointslice), node-lifecycle-controller
+(nodelifecycle), taint-eviction-controller (taint-eviction),
+certificatesigningrequest-approving-controller (csrapproving),
+certificatesigningrequest-signing-controller (csrsigning), token-cleaner-controller
+(tokencleaner), job-controller (job), ttl-after-finished-controller
+(ttl-after-finished), cronjob-controller (cronjob), resourcequota-controller
+(resourcequota) and disruption-controller (disruption).
 
 Leadership. Several controller-managers may run for availability, but only the holder
 of the Lease kube-system/kube-controller-manager runs controllers: two garbage
