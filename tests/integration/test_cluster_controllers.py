@@ -19,12 +19,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from controlplane.localplane import LocalControlPlane
 from kubelab import pki
+from lab.localplane import LocalControlPlane
 from tests.integration.controlplane_fixture import KUBECTL, Lab
-from tests.integration.incluster_controllers import controllers, plane
+from tests.integration.incluster_controllers import Cluster, cluster, controllers
 
-__all__ = ["plane"]  # pytest fixtures used below
+__all__ = ["cluster"]  # pytest fixtures used below
 
 
 def _node(name: str, **spec: Any) -> str:
@@ -33,20 +33,22 @@ def _node(name: str, **spec: Any) -> str:
     )
 
 
-def _pod_cidr(lab: Lab, node: str) -> str:
+def _pod_cidr(lab: Cluster, node: str) -> str:
     r = lab.api("GET", f"/api/v1/nodes/{node}")
     return str(r.json().get("spec", {}).get("podCIDR") or "") if r.status_code == 200 else ""
 
 
-def _events(lab: Lab, namespace: str, name: str) -> list[dict[str, Any]]:
+def _events(lab: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
     items = lab.kubectl_json(
         "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}"
     )["items"]
     return list(items)
 
 
-def test_node_ipam_gives_each_node_its_own_range_and_reuses_a_deleted_nodes(plane: Lab) -> None:
-    lab = plane
+def test_node_ipam_gives_each_node_its_own_range_and_reuses_a_deleted_nodes(
+    cluster: Cluster,
+) -> None:
+    lab = cluster
     prefix = f"ipam-{uuid.uuid4().hex[:6]}"
     names = [f"{prefix}-{i}" for i in range(5)]
     flags = (
@@ -103,15 +105,6 @@ def test_node_ipam_gives_each_node_its_own_range_and_reuses_a_deleted_nodes(plan
 MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
-def _namespace(lab: Lab) -> str:
-    """A namespace with its `default` ServiceAccount (no serviceaccount controller runs
-    here, and pods cannot be created without it)."""
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    lab.kubectl("create", "namespace", name)
-    lab.kubectl("create", "serviceaccount", "default", "-n", name)
-    return name
-
-
 def _pod(name: str, port: int, *, labels: dict[str, str] | None = None) -> str:
     return json.dumps(
         {
@@ -133,7 +126,7 @@ def _pod(name: str, port: int, *, labels: dict[str, str] | None = None) -> str:
     )
 
 
-def _kubelet_reports(lab: Lab, namespace: str, pod: str, ip: str, *, ready: bool) -> None:
+def _kubelet_reports(lab: Cluster, namespace: str, pod: str, ip: str, *, ready: bool) -> None:
     """Play the kubelet: the pod runs at `ip`, ready or not."""
     status = {
         "status": {
@@ -152,12 +145,14 @@ def _kubelet_reports(lab: Lab, namespace: str, pod: str, ip: str, *, ready: bool
     assert r.status_code == 200, r.text
 
 
-def _endpoints(lab: Lab, namespace: str, name: str) -> dict[str, Any]:
+def _endpoints(lab: Cluster, namespace: str, name: str) -> dict[str, Any]:
     r = lab.api("GET", f"/api/v1/namespaces/{namespace}/endpoints/{name}")
     return dict(r.json()) if r.status_code == 200 else {}
 
 
-def _subsets(lab: Lab, namespace: str, name: str) -> list[tuple[list[str], list[str], list[int]]]:
+def _subsets(
+    lab: Cluster, namespace: str, name: str
+) -> list[tuple[list[str], list[str], list[int]]]:
     return [
         (
             sorted(a["ip"] for a in s.get("addresses", [])),
@@ -168,14 +163,16 @@ def _subsets(lab: Lab, namespace: str, name: str) -> list[tuple[list[str], list[
     ]
 
 
-def _slices(lab: Lab, namespace: str, service: str) -> list[dict[str, Any]]:
+def _slices(lab: Cluster, namespace: str, service: str) -> list[dict[str, Any]]:
     found = lab.kubectl_json(
         "get", "endpointslices", "-n", namespace, "-l", f"kubernetes.io/service-name={service}"
     )
     return list(found["items"])
 
 
-def _slice_endpoints(lab: Lab, namespace: str, service: str) -> dict[str, tuple[bool, bool, bool]]:
+def _slice_endpoints(
+    lab: Cluster, namespace: str, service: str
+) -> dict[str, tuple[bool, bool, bool]]:
     """address -> (ready, serving, terminating) over the service's slices."""
     return {
         e["addresses"][0]: (
@@ -200,9 +197,9 @@ spec:
 ENDPOINT_FLAGS = "--controllers=endpoints-controller,endpointslice-controller"
 
 
-def test_endpoints_and_slices_follow_pods_readiness_and_named_ports(plane: Lab) -> None:
-    lab = plane
-    ns = _namespace(lab)
+def test_endpoints_and_slices_follow_pods_readiness_and_named_ports(cluster: Cluster) -> None:
+    lab = cluster
+    ns = lab.new_namespace()
     with controllers(lab, ENDPOINT_FLAGS):
         lab.kubectl("apply", "-n", ns, "-f", "-", input=SERVICE)
         # Two versions serve "http" on different numbers; a pod of another app is not
@@ -269,9 +266,9 @@ def test_endpoints_and_slices_follow_pods_readiness_and_named_ports(plane: Lab) 
         lab.until(lambda: len(_slices(lab, ns, "web")) == 1, "web-1's slice deleted")
 
 
-def test_publish_not_ready_headless_selectorless_and_slices_of_at_most_n(plane: Lab) -> None:
-    lab = plane
-    ns = _namespace(lab)
+def test_publish_not_ready_headless_selectorless_and_slices_of_at_most_n(cluster: Cluster) -> None:
+    lab = cluster
+    ns = lab.new_namespace()
     with controllers(lab, ENDPOINT_FLAGS, "--max-endpoints-per-slice=2"):
         lab.kubectl(
             "apply",
@@ -337,7 +334,7 @@ class Kubelet:
     """Plays a node's kubelet: registers the Node, renews its Lease every 0.3 s while
     `alive`, and posts Ready."""
 
-    def __init__(self, lab: Lab, node: str) -> None:
+    def __init__(self, lab: Cluster, node: str) -> None:
         self.lab = lab
         self.node = node
         self.alive = threading.Event()
@@ -400,7 +397,7 @@ class Kubelet:
         self._thread.join(5)
 
 
-def _taints(lab: Lab, node: str) -> set[tuple[str, str]]:
+def _taints(lab: Cluster, node: str) -> set[tuple[str, str]]:
     spec = lab.kubectl_json("get", "node", node)["spec"]
     return {(t["key"], t["effect"]) for t in spec.get("taints") or []}
 
@@ -409,7 +406,7 @@ def _conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in obj.get("status", {}).get("conditions") or []}
 
 
-def _pod_json(lab: Lab, ns: str, name: str) -> dict[str, Any]:
+def _pod_json(lab: Cluster, ns: str, name: str) -> dict[str, Any]:
     r = lab.api("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
     return dict(r.json()) if r.status_code == 200 else {}
 
@@ -431,10 +428,10 @@ UNREACHABLE = {
 
 
 def test_a_quiet_node_is_marked_unknown_tainted_its_pods_evicted_and_it_comes_back(
-    plane: Lab,
+    cluster: Cluster,
 ) -> None:
-    lab = plane
-    ns = _namespace(lab)
+    lab = cluster
+    ns = lab.new_namespace()
     node = f"quiet-{uuid.uuid4().hex[:6]}"
     kubelet = Kubelet(lab, node)
     kubelet.start()
@@ -543,7 +540,7 @@ def _csr(name: str, request: bytes, **spec: Any) -> str:
     )
 
 
-def _bootstrap_token(lab: Lab, token_id: str, expires_in: float) -> str:
+def _bootstrap_token(lab: Cluster, token_id: str, expires_in: float) -> str:
     secret = "0123456789abcdef"
     expiration = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=expires_in)
     lab.kubectl(
@@ -569,11 +566,11 @@ def _bootstrap_token(lab: Lab, token_id: str, expires_in: float) -> str:
     return f"{token_id}.{secret}"
 
 
-def _as(lab: Lab, who: list[str], *args: str, input: str | None = None) -> str:
+def _as(lab: Cluster, who: list[str], *args: str, input: str | None = None) -> str:
     """kubectl as another user (`who`: --token, or --client-certificate and
     --client-key); its output."""
     assert KUBECTL is not None
-    ca = str(lab.plane.pki / "ca.crt")
+    ca = str(lab.ca_dir / "ca.crt")
     base = [KUBECTL, "--kubeconfig", "/dev/null", "--server", lab.server]
     done = subprocess.run(
         [*base, "--certificate-authority", ca, *who, *args],
@@ -590,12 +587,14 @@ def _cert_flags(cert: Path, key: Path) -> list[str]:
     return ["--client-certificate", str(cert), "--client-key", str(key)]
 
 
-def _csr_status(lab: Lab, name: str) -> dict[str, Any]:
+def _csr_status(lab: Cluster, name: str) -> dict[str, Any]:
     return dict(lab.kubectl_json("get", "csr", name).get("status") or {})
 
 
-def test_kubelet_bootstrap_csrs_are_approved_signed_and_work(plane: Lab, tmp_path: Path) -> None:
-    lab = plane
+def test_kubelet_bootstrap_csrs_are_approved_signed_and_work(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    lab = cluster
     suffix = uuid.uuid4().hex[:6]
     node = f"system:node:boot-{suffix}"
     # What kubeadm binds: bootstrappers may ask for certificates, and have them approved.
@@ -614,7 +613,7 @@ def test_kubelet_bootstrap_csrs_are_approved_signed_and_work(plane: Lab, tmp_pat
             "--group=system:bootstrappers",
         )
     # Someone who may ask, but whose requests are not approved by themselves.
-    mallory = pki.issue(pki.load_pair(lab.plane.pki, "ca"), f"mallory-{suffix}", client=True)
+    mallory = pki.issue(pki.load_pair(lab.ca_dir, "ca"), f"mallory-{suffix}", client=True)
     mallory_files = pki.write_pair(mallory, tmp_path, "mallory")
     lab.kubectl(
         "create",
@@ -626,8 +625,8 @@ def test_kubelet_bootstrap_csrs_are_approved_signed_and_work(plane: Lab, tmp_pat
     token = _bootstrap_token(lab, uuid.uuid4().hex[:6], 3600)
     flags = (
         "--controllers=csrapproving,csrsigning",
-        f"--cluster-signing-cert-file={lab.plane.pki / 'ca.crt'}",
-        f"--cluster-signing-key-file={lab.plane.pki / 'ca.key'}",
+        f"--cluster-signing-cert-file={lab.ca_dir / 'ca.crt'}",
+        f"--cluster-signing-key-file={lab.ca_dir / 'ca.key'}",
         "--cluster-signing-duration=2h",
     )
     with controllers(lab, *flags):
@@ -658,7 +657,7 @@ def test_kubelet_bootstrap_csrs_are_approved_signed_and_work(plane: Lab, tmp_pat
         assert "Approved,Issued" in lab.kubectl("get", "csr", f"boot-{suffix}").stdout
 
         cert = x509.load_pem_x509_certificate(base64.b64decode(csr["status"]["certificate"]))
-        ca = pki.load_cert(lab.plane.pki / "ca.crt")
+        ca = pki.load_cert(lab.ca_dir / "ca.crt")
         assert cert.issuer == ca.subject
         cert.verify_directly_issued_by(ca)
         assert cert.subject.rfc4514_string() == f"CN={node},O=system:nodes"
@@ -692,8 +691,8 @@ def test_kubelet_bootstrap_csrs_are_approved_signed_and_work(plane: Lab, tmp_pat
         assert not _csr_status(lab, f"mallory-{suffix}").get("conditions")
 
 
-def test_the_token_cleaner_deletes_expired_bootstrap_tokens(plane: Lab) -> None:
-    lab = plane
+def test_the_token_cleaner_deletes_expired_bootstrap_tokens(cluster: Cluster) -> None:
+    lab = cluster
     short, long = uuid.uuid4().hex[:6], uuid.uuid4().hex[:6]
     _bootstrap_token(lab, short, 2)
     _bootstrap_token(lab, long, 3600)
@@ -725,12 +724,12 @@ def _job(name: str, **spec: Any) -> str:
     )
 
 
-def _job_pods(lab: Lab, ns: str, job: str) -> list[dict[str, Any]]:
+def _job_pods(lab: Cluster, ns: str, job: str) -> list[dict[str, Any]]:
     found = lab.kubectl_json("get", "pods", "-n", ns, "-l", f"batch.kubernetes.io/job-name={job}")
     return list(found["items"])
 
 
-def _finish(lab: Lab, ns: str, pod: str, phase: str) -> None:
+def _finish(lab: Cluster, ns: str, pod: str, phase: str) -> None:
     """Play the kubelet: the pod's container exited (0: Succeeded, else Failed)."""
     body = {"status": {"phase": phase}}
     r = lab.api(
@@ -739,11 +738,11 @@ def _finish(lab: Lab, ns: str, pod: str, phase: str) -> None:
     assert r.status_code == 200, r.text
 
 
-def _job_status(lab: Lab, ns: str, job: str) -> dict[str, Any]:
+def _job_status(lab: Cluster, ns: str, job: str) -> dict[str, Any]:
     return dict(lab.kubectl_json("get", "job", job, "-n", ns).get("status") or {})
 
 
-def _running(lab: Lab, ns: str, job: str) -> list[str]:
+def _running(lab: Cluster, ns: str, job: str) -> list[str]:
     return [
         p["metadata"]["name"]
         for p in _job_pods(lab, ns, job)
@@ -755,9 +754,9 @@ def _running(lab: Lab, ns: str, job: str) -> list[str]:
 JOB_FLAGS = ("--controllers=job,ttl-after-finished", "--job-pod-failure-backoff=0s")
 
 
-def test_a_job_runs_parallelism_pods_until_completions_succeed(plane: Lab) -> None:
-    lab = plane
-    ns = _namespace(lab)
+def test_a_job_runs_parallelism_pods_until_completions_succeed(cluster: Cluster) -> None:
+    lab = cluster
+    ns = lab.new_namespace()
     with controllers(lab, *JOB_FLAGS):
         lab.kubectl("create", "-n", ns, "-f", "-", input=_job("work", completions=3, parallelism=2))
         lab.until(lambda: len(_running(lab, ns, "work")) == 2, "two pods")
@@ -787,9 +786,9 @@ def test_a_job_runs_parallelism_pods_until_completions_succeed(plane: Lab) -> No
         assert _job_status(lab, ns, "work")["succeeded"] == 3
 
 
-def test_a_job_fails_past_its_backoff_limit_counting_each_failure_once(plane: Lab) -> None:
-    lab = plane
-    ns = _namespace(lab)
+def test_a_job_fails_past_its_backoff_limit_counting_each_failure_once(cluster: Cluster) -> None:
+    lab = cluster
+    ns = lab.new_namespace()
     with controllers(lab, *JOB_FLAGS):
         lab.kubectl("create", "-n", ns, "-f", "-", input=_job("flaky", backoffLimit=2))
         for failures in (1, 2):
@@ -810,9 +809,9 @@ def test_a_job_fails_past_its_backoff_limit_counting_each_failure_once(plane: La
         assert not _running(lab, ns, "flaky")
 
 
-def test_active_deadline_and_ttl_after_finished(plane: Lab) -> None:
-    lab = plane
-    ns = _namespace(lab)
+def test_active_deadline_and_ttl_after_finished(cluster: Cluster) -> None:
+    lab = cluster
+    ns = lab.new_namespace()
     with controllers(lab, *JOB_FLAGS):
         lab.kubectl(
             "create",
@@ -860,7 +859,7 @@ def _cronjob(name: str, **spec: Any) -> str:
     )
 
 
-def _patch(lab: Lab, path: str, body: dict[str, Any]) -> None:
+def _patch(lab: Cluster, path: str, body: dict[str, Any]) -> None:
     r = lab.api("PATCH", path, data=json.dumps(body), headers=MERGE)
     assert r.status_code == 200, r.text
 
@@ -870,15 +869,15 @@ def _minutes_ago(minutes: int) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _jobs_of(lab: Lab, ns: str) -> list[dict[str, Any]]:
+def _jobs_of(lab: Cluster, ns: str) -> list[dict[str, Any]]:
     return list(lab.kubectl_json("get", "jobs", "-n", ns)["items"])
 
 
 def test_a_cronjob_runs_the_most_recent_missed_time_once_and_keeps_its_history(
-    plane: Lab,
+    cluster: Cluster,
 ) -> None:
-    lab = plane
-    ns = _namespace(lab)
+    lab = cluster
+    ns = lab.new_namespace()
     path = f"/apis/batch/v1/namespaces/{ns}/cronjobs/backup"
     with controllers(lab, "--controllers=cronjob"):
         lab.kubectl(
@@ -966,15 +965,15 @@ def test_a_cronjob_runs_the_most_recent_missed_time_once_and_keeps_its_history(
 # -- ResourceQuota --------------------------------------------------------------------------------
 
 
-def _quota_status(lab: Lab, ns: str, name: str) -> dict[str, Any]:
+def _quota_status(lab: Cluster, ns: str, name: str) -> dict[str, Any]:
     return dict(lab.kubectl_json("get", "resourcequota", name, "-n", ns).get("status") or {})
 
 
 def test_racing_creates_cannot_share_the_last_unit_and_the_controller_recounts(
-    plane: Lab,
+    cluster: Cluster,
 ) -> None:
-    lab = plane
-    ns = _namespace(lab)
+    lab = cluster
+    ns = lab.new_namespace()
     with controllers(lab, "--controllers=resourcequota"):
         lab.kubectl(
             "create", "quota", "one-pod", "-n", ns, "--hard=pods=1,count/deployments.apps=2"
@@ -1027,7 +1026,7 @@ def test_racing_creates_cannot_share_the_last_unit_and_the_controller_recounts(
 class ConfirmingKubelet:
     """Plays the kubelets of a namespace's pods: confirms each deletion at once."""
 
-    def __init__(self, lab: Lab, ns: str) -> None:
+    def __init__(self, lab: Cluster, ns: str) -> None:
         self.lab, self.ns = lab, ns
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -1067,18 +1066,18 @@ def _owned_pod(name: str, node: str, owner: dict[str, Any]) -> str:
     return json.dumps(pod)
 
 
-def _budget(lab: Lab, ns: str) -> dict[str, Any]:
+def _budget(lab: Cluster, ns: str) -> dict[str, Any]:
     return dict(lab.kubectl_json("get", "pdb", "web", "-n", ns).get("status") or {})
 
 
-def _evict(lab: Lab, ns: str, pod: str) -> Any:
+def _evict(lab: Cluster, ns: str, pod: str) -> Any:
     body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod}}
     return lab.api("POST", f"/api/v1/namespaces/{ns}/pods/{pod}/eviction", json=body)
 
 
-def test_drain_and_evictions_respect_the_disruption_budget(plane: Lab) -> None:
-    lab = plane
-    ns = _namespace(lab)
+def test_drain_and_evictions_respect_the_disruption_budget(cluster: Cluster) -> None:
+    lab = cluster
+    ns = lab.new_namespace()
     node = f"drained-{uuid.uuid4().hex[:6]}"
     lab.kubectl("create", "-f", "-", input=_node(node))
     rs = json.loads(
