@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import re
 import threading
 import zoneinfo
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from croniter import croniter
 
 from kubelab.api.errors import StatusError
 from kubelab.api.taints import parse_time
+from kubelab.api.validation.schedule import parse_schedule
 from kubelab.client import (
     REAL_CLOCK,
     Clock,
@@ -64,18 +64,12 @@ TOO_MANY_MISSED = 100
 
 log = controller_logger(NAME)
 
-_EVERY = re.compile(r"@every\s+(.+)")
-_GO_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
 
 def _every(schedule: str) -> datetime.timedelta | None:
-    match = _EVERY.fullmatch(schedule.strip())
-    if match is None:
-        return None
-    seconds = sum(float(n) * _GO_UNITS[u] for n, u in _GO_DURATION_PART.findall(match.group(1)))
-    # robfig/cron rounds an interval below a second up to one.
-    return datetime.timedelta(seconds=max(1.0, seconds))
+    """The interval of an "@every" schedule, None for a cron one (read as the apiserver's
+    validation reads it)."""
+    seconds = parse_schedule(schedule.strip()).interval()
+    return datetime.timedelta(seconds=seconds) if seconds else None
 
 
 def time_zone(spec: dict[str, Any]) -> datetime.tzinfo:
