@@ -63,6 +63,7 @@ from kubelab.client import (
     WorkQueue,
     object_key,
     resource_for,
+    rfc3339,
 )
 
 from .base import ControllerContext, SyncError, SyncResult, Workers, controller_logger
@@ -92,10 +93,6 @@ SERVING_USAGES = (
     {"digital signature", "server auth"},
     {"digital signature", "key encipherment", "server auth"},
 )
-
-
-def timestamp(clock: Clock) -> str:
-    return clock.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_request(csr: Object) -> x509.CertificateSigningRequest:
@@ -242,7 +239,7 @@ class CSRApprovingController:
             return None
         updated = copy.deepcopy(csr)
         conditions = updated.setdefault("status", {}).setdefault("conditions", [])
-        now = timestamp(self._clock)
+        now = rfc3339(self._clock.utcnow())
         conditions.append(
             {
                 "type": "Approved",
@@ -423,7 +420,7 @@ class CSRSigningController:
     def _fail(self, csr: Object, problem: str) -> SyncResult:
         name = csr["metadata"]["name"]
         updated = copy.deepcopy(csr)
-        now = timestamp(self._clock)
+        now = rfc3339(self._clock.utcnow())
         updated.setdefault("status", {}).setdefault("conditions", []).append(
             {
                 "type": "Failed",

@@ -47,6 +47,7 @@ from kubelab.client import (
     WorkQueue,
     object_key,
     resource_for,
+    rfc3339,
 )
 from kubelab.client.record import NORMAL, WARNING, EventRecorder
 
@@ -182,10 +183,6 @@ def job_name(cronjob: str, scheduled: datetime.datetime) -> str:
     return f"{cronjob}-{int(scheduled.timestamp()) // 60}"
 
 
-def _rfc3339(when: datetime.datetime) -> str:
-    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class CronJobController:
     """The controller of the module docstring, keyed by CronJob "namespace/name"."""
 
@@ -259,7 +256,7 @@ class CronJobController:
                 cronjob,
                 WARNING,
                 "MissSchedule",
-                f"Missed scheduled time to start a job: {_rfc3339(decision.missed)}",
+                f"Missed scheduled time to start a job: {rfc3339(decision.missed)}",
             )
         if decision.forbidden:
             log.info("cronjob %s: a job is still active and concurrency is Forbid", key)
@@ -280,7 +277,7 @@ class CronJobController:
                 j["metadata"]["name"] != new["metadata"]["name"] for j in active
             ):
                 active.append(new)
-            status["lastScheduleTime"] = _rfc3339(decision.run_at)
+            status["lastScheduleTime"] = rfc3339(decision.run_at)
         status["active"] = [self._reference(j) for j in active]
         if not status["active"]:
             status.pop("active")
@@ -349,7 +346,7 @@ class CronJobController:
                 "labels": dict(template_meta.get("labels") or {}),
                 "annotations": {
                     **(template_meta.get("annotations") or {}),
-                    SCHEDULED_TIMESTAMP: _rfc3339(scheduled),
+                    SCHEDULED_TIMESTAMP: rfc3339(scheduled),
                 },
                 "ownerReferences": [
                     {
@@ -376,7 +373,7 @@ class CronJobController:
             meta["namespace"],
             meta["name"],
             name,
-            _rfc3339(scheduled),
+            rfc3339(scheduled),
         )
         return job
 

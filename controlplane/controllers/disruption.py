@@ -44,6 +44,7 @@ from kubelab.client import (
     namespace_index,
     object_key,
     resource_for,
+    rfc3339,
 )
 from kubelab.client.record import WARNING, EventRecorder
 
@@ -139,7 +140,7 @@ def budget_status(
         "observedGeneration": int(budget["metadata"].get("generation") or 1),
         "lastTransitionTime": previous.get("lastTransitionTime")
         if previous.get("status") == state
-        else now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        else rfc3339(now),
     }
     status: dict[str, Any] = {
         "observedGeneration": int(budget["metadata"].get("generation") or 1),

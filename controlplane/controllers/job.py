@@ -55,6 +55,7 @@ from kubelab.client import (
     WorkQueue,
     object_key,
     resource_for,
+    rfc3339,
 )
 from kubelab.client.record import NORMAL, WARNING, EventRecorder
 
@@ -89,10 +90,6 @@ def controller_uid(obj: Object) -> list[str]:
         if ref.get("controller"):
             return [str(ref.get("uid"))]
     return []
-
-
-def timestamp(clock: Clock) -> str:
-    return clock.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def finished_condition(job: Object) -> dict[str, Any] | None:
@@ -259,7 +256,7 @@ class JobController:
             self._maybe_write(job, status, [])
             return None
         if not spec.get("suspend") and not status.get("startTime"):
-            status["startTime"] = timestamp(self._clock)
+            status["startTime"] = rfc3339(self._clock.utcnow())
         failure = ""
         if failed > int(spec.get("backoffLimit", 6)):
             failure = "BackoffLimitExceeded"
@@ -289,7 +286,7 @@ class JobController:
         if complete(spec, succeeded, len(active)):
             self._delete_pods(key, active)
             conditions.append(self._condition("Complete", "", ""))
-            status["completionTime"] = timestamp(self._clock)
+            status["completionTime"] = rfc3339(self._clock.utcnow())
             self._events.event(job, NORMAL, "Completed", "Job completed")
             self._write_status(job, {**status, "active": 0, "ready": 0})
             log.info("job %s complete: %d succeeded, %d failed", key, succeeded, failed)
@@ -331,11 +328,11 @@ class JobController:
                 status="False",
                 reason="JobResumed",
                 message="Job resumed",
-                lastTransitionTime=timestamp(self._clock),
+                lastTransitionTime=rfc3339(self._clock.utcnow()),
             )
 
     def _condition(self, kind: str, reason: str, message: str) -> dict[str, Any]:
-        now = timestamp(self._clock)
+        now = rfc3339(self._clock.utcnow())
         cond = {"type": kind, "status": "True", "lastProbeTime": now, "lastTransitionTime": now}
         if reason:
             cond["reason"] = reason

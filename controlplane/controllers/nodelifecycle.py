@@ -53,6 +53,7 @@ from kubelab.client import (
     node_name_index,
     object_key,
     resource_for,
+    rfc3339,
 )
 from kubelab.client.record import NORMAL, EventRecorder
 
@@ -89,10 +90,6 @@ class Settings:
             grace=getattr(args, "node_monitor_grace_period", cls.grace),
             startup_grace=getattr(args, "node_startup_grace_period", cls.startup_grace),
         )
-
-
-def timestamp(clock: Clock) -> str:
-    return clock.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def unknown_conditions(node: Object, now: str) -> list[dict[str, Any]]:
@@ -238,7 +235,7 @@ class NodeLifecycleController:
         name = node["metadata"]["name"]
         updated = copy.deepcopy(node)
         updated.setdefault("status", {})["conditions"] = unknown_conditions(
-            node, timestamp(self._clock)
+            node, rfc3339(self._clock.utcnow())
         )
         written = self._client.update_status(NODES, updated)
         log.info(
@@ -255,7 +252,7 @@ class NodeLifecycleController:
         return written
 
     def _mark_pods_not_ready(self, node: str) -> None:
-        now = timestamp(self._clock)
+        now = rfc3339(self._clock.utcnow())
         for pod in self._pods.indexer.by_index(NODE_NAME_INDEX, node):
             cond = podutil.condition(pod, "Ready")
             if podutil.pod_terminal(pod) or (cond is not None and cond.get("status") == "False"):
@@ -276,7 +273,7 @@ class NodeLifecycleController:
 
     def _taint(self, node: Object, ready: str | None) -> None:
         current = list((node.get("spec") or {}).get("taints") or [])
-        new = reconcile_taints(current, ready, timestamp(self._clock))
+        new = reconcile_taints(current, ready, rfc3339(self._clock.utcnow()))
         if new is None:
             return
         updated = copy.deepcopy(node)
@@ -369,7 +366,7 @@ class TaintEvictionController:
                 "status": "True",
                 "reason": "DeletionByTaintManager",
                 "message": "Taint manager: deleting due to NoExecute taint",
-                "lastTransitionTime": timestamp(self._clock),
+                "lastTransitionTime": rfc3339(self._clock.utcnow()),
             }
         )
         status["conditions"] = conditions

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from typing import Any
 
 from kubelab.api.errors import StatusError
-from kubelab.client.clock import REAL_CLOCK, Clock
+from kubelab.client.clock import REAL_CLOCK, Clock, rfc3339
 from kubelab.client.rest import Object, RestClient, ServerUnreachable, resource_for
 
 EVENTS = resource_for("v1", "Event")
@@ -30,10 +30,6 @@ SEEN_CAPACITY = 4096
 WARNING = "Warning"
 
 log = logging.getLogger("kubelab.client.record")
-
-
-def _timestamp(clock: Clock) -> str:
-    return clock.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def involved_object(obj: Object) -> dict[str, Any]:
@@ -75,7 +71,7 @@ class EventRecorder:
         ref = involved_object(obj)
         namespace = ref.get("namespace") or "default"
         key = (str(ref["uid"]), kind, reason, message)
-        now = _timestamp(self._clock)
+        now = rfc3339(self._clock.utcnow())
         with self._lock:
             seen = self._seen.get(key)
         try:
