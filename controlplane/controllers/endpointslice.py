@@ -28,6 +28,7 @@ Kubernetes' placeholder does, to say "known, and empty" rather than "not process
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,8 @@ from kubelab.api.errors import StatusError
 from kubelab.client import (
     DeletedFinalStateUnknown,
     Object,
+    RestClient,
+    WorkQueue,
     resource_for,
     split_key,
 )
@@ -193,11 +196,25 @@ def plan_slices(existing: list[Object], desired: dict[GroupKey, Group], max_per_
     return plan
 
 
-class EndpointSliceController(ServicePodController):
-    """The controller of the module docstring, keyed by Service "namespace/name"."""
+class SliceWriter:
+    """Writes the slices of Services for one manager (`managed_by`): what the
+    EndpointSlice controller and the mirroring controller share. It finds a Service's
+    slices of that manager in the shared slice informer, plans with `plan_slices`, and
+    writes the plan, waiting for the cache to show its last writes first
+    (`Expectations`). Slice events of that manager queue their Service's key."""
 
-    def __init__(self, ctx: ControllerContext) -> None:
-        super().__init__(ctx, NAME)
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        client: RestClient,
+        managed_by: str,
+        queue: WorkQueue[str],
+        log: logging.Logger,
+    ) -> None:
+        self._client = client
+        self._managed_by = managed_by
+        self._queue = queue
+        self._log = log
         self._max = int(getattr(ctx.args, "max_endpoints_per_slice", MAX_ENDPOINTS_PER_SLICE))
         self._expectations = Expectations()
         self._slices = ctx.informers.informer(SLICES)
@@ -210,34 +227,42 @@ class EndpointSliceController(ServicePodController):
     def _slice_changed(self, slice_: Object | DeletedFinalStateUnknown) -> None:
         last = slice_.obj if isinstance(slice_, DeletedFinalStateUnknown) else slice_
         labels = (last.get("metadata") or {}).get("labels") or {}
-        if labels.get(MANAGED_BY_LABEL) == MANAGED_BY and labels.get(SERVICE_NAME_LABEL):
+        if labels.get(MANAGED_BY_LABEL) == self._managed_by and labels.get(SERVICE_NAME_LABEL):
             namespace = str(last["metadata"].get("namespace", ""))
-            self.queue.add(f"{namespace}/{labels[SERVICE_NAME_LABEL]}")
+            self._queue.add(f"{namespace}/{labels[SERVICE_NAME_LABEL]}")
 
-    def _owned_slices(self, namespace: str, name: str) -> list[Object]:
+    def owned(self, key: str) -> list[Object]:
+        namespace, name = split_key(key)
         return [
             s
             for s in self._slices.indexer.list()
             if (s.get("metadata") or {}).get("namespace") == namespace
             and ((s["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL) == name)
-            and ((s["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY)
+            and ((s["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == self._managed_by)
         ]
 
-    def sync(self, key: str) -> SyncResult:
-        namespace, name = split_key(key)
-        service = self._services.indexer.get(key)
-        if service is None or not (service.get("spec") or {}).get("selector"):
-            # A deleted Service's slices go with it (the garbage collector follows their
-            # owner reference); a Service without a selector has slices of its own.
-            self._expectations.forget(key)
-            return None
-        existing = self._owned_slices(namespace, name)
+    def forget(self, key: str) -> None:
+        self._expectations.forget(key)
+
+    def reconcile(
+        self,
+        key: str,
+        service: Object,
+        desired: dict[GroupKey, Group],
+        labels: dict[str, str],
+    ) -> SyncResult:
+        """Make `service`'s slices hold `desired` (none: delete them all), labelled with
+        `labels` and the manager's own."""
+        namespace = str(service["metadata"].get("namespace", ""))
+        existing = self.owned(key)
         if not self._expectations.satisfied(key, {s["metadata"]["name"]: s for s in existing}):
             return CACHE_WAIT
-        plan = plan_slices(
-            existing, desired_groups(service, self.selected_pods(service)), self._max
-        )
-        labels = self._labels(service)
+        plan = plan_slices(existing, desired, self._max)
+        labels = {
+            **labels,
+            SERVICE_NAME_LABEL: str(service["metadata"]["name"]),
+            MANAGED_BY_LABEL: self._managed_by,
+        }
         # Existing slices whose endpoints do not change may still miss a label.
         touched = {s["metadata"]["name"] for s in plan.update + plan.delete}
         for slice_ in existing:
@@ -260,9 +285,7 @@ class EndpointSliceController(ServicePodController):
                 self._client.update(SLICES, slice_)
                 writes[slice_["metadata"]["name"]] = slice_["metadata"].get("resourceVersion", "")
             for group in plan.create:
-                created = self._client.create(
-                    SLICES, self._new_slice(service, labels, group), namespace
-                )
+                created = self._client.create(SLICES, new_slice(service, labels, group), namespace)
                 writes[created["metadata"]["name"]] = ""
         finally:
             self._expectations.expect(key, writes)
@@ -276,38 +299,50 @@ class EndpointSliceController(ServicePodController):
             )
         return None
 
-    @staticmethod
-    def _labels(service: Object) -> dict[str, str]:
-        meta = service["metadata"]
-        return {
-            **(meta.get("labels") or {}),
-            SERVICE_NAME_LABEL: str(meta["name"]),
-            MANAGED_BY_LABEL: MANAGED_BY,
-        }
 
-    @staticmethod
-    def _new_slice(service: Object, labels: dict[str, str], group: Group) -> Object:
-        meta = service["metadata"]
-        family = address_family(_address(group.endpoints[0])) if group.endpoints else "IPv4"
-        return {
-            "apiVersion": SLICES.api_version,
-            "kind": SLICES.kind,
-            "metadata": {
-                "generateName": f"{meta['name']}-",
-                "namespace": meta.get("namespace", ""),
-                "labels": labels,
-                "ownerReferences": [
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Service",
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "addressType": family,
-            "endpoints": _sorted(group.endpoints),
-            "ports": group.ports,
-        }
+def new_slice(service: Object, labels: dict[str, str], group: Group) -> Object:
+    """A new slice of `service` holding `group`, owned by the Service."""
+    meta = service["metadata"]
+    family = address_family(_address(group.endpoints[0])) if group.endpoints else "IPv4"
+    return {
+        "apiVersion": SLICES.api_version,
+        "kind": SLICES.kind,
+        "metadata": {
+            "generateName": f"{meta['name']}-",
+            "namespace": meta.get("namespace", ""),
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "addressType": family,
+        "endpoints": _sorted(group.endpoints),
+        "ports": group.ports,
+    }
+
+
+class EndpointSliceController(ServicePodController):
+    """The controller of the module docstring, keyed by Service "namespace/name"."""
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx, NAME)
+        self._writer = SliceWriter(ctx, self._client, MANAGED_BY, self.queue, self._log)
+
+    def sync(self, key: str) -> SyncResult:
+        service = self._services.indexer.get(key)
+        if service is None or not (service.get("spec") or {}).get("selector"):
+            # A deleted Service's slices go with it (the garbage collector follows their
+            # owner reference); a Service without a selector has slices of its own.
+            self._writer.forget(key)
+            return None
+        desired = desired_groups(service, self.selected_pods(service))
+        return self._writer.reconcile(
+            key, service, desired, dict(service["metadata"].get("labels") or {})
+        )

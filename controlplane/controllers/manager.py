@@ -35,7 +35,8 @@ Controllers (`--controllers` also takes their older names in parentheses):
 garbage-collector-controller (garbagecollector), namespace-controller (namespace),
 serviceaccount-controller (serviceaccount), root-ca-certificate-publisher-controller
 (root-ca-cert-publisher), node-ipam-controller (nodeipam), endpoints-controller
-(endpoint), endpointslice-controller (endpointslice), node-lifecycle-controller
+(endpoint), endpointslice-controller (endpointslice), endpointslice-mirroring-controller
+(endpointslicemirroring), node-lifecycle-controller
 (nodelifecycle), taint-eviction-controller (taint-eviction),
 certificatesigningrequest-approving-controller (csrapproving),
 certificatesigningrequest-signing-controller (csrsigning), token-cleaner-controller
@@ -92,6 +93,7 @@ from . import (
     disruption,
     endpoints,
     endpointslice,
+    endpointslicemirroring,
     garbagecollector,
     job,
     namespace,
@@ -112,6 +114,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     nodeipam.NAME: nodeipam.NodeIpamController,
     endpoints.NAME: endpoints.EndpointsController,
     endpointslice.NAME: endpointslice.EndpointSliceController,
+    endpointslicemirroring.NAME: endpointslicemirroring.EndpointSliceMirroringController,
     nodelifecycle.NAME: nodelifecycle.NodeLifecycleController,
     nodelifecycle.TAINT_EVICTION: nodelifecycle.TaintEvictionController,
     certificates.APPROVING: certificates.CSRApprovingController,
@@ -141,6 +144,7 @@ ALIASES = {
     "nodeipam": nodeipam.NAME,
     "endpoint": endpoints.NAME,
     "endpointslice": endpointslice.NAME,
+    "endpointslicemirroring": endpointslicemirroring.NAME,
     "nodelifecycle": nodelifecycle.NAME,
     "taint-eviction": nodelifecycle.TAINT_EVICTION,
     "csrapproving": certificates.APPROVING,

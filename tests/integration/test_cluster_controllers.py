@@ -176,9 +176,9 @@ def _slice_endpoints(
     """address -> (ready, serving, terminating) over the service's slices."""
     return {
         e["addresses"][0]: (
-            e["conditions"]["ready"],
-            e["conditions"]["serving"],
-            e["conditions"]["terminating"],
+            e["conditions"].get("ready"),
+            e["conditions"].get("serving"),
+            e["conditions"].get("terminating"),
         )
         for s in _slices(lab, namespace, service)
         for e in s.get("endpoints") or []
@@ -325,6 +325,64 @@ def test_publish_not_ready_headless_selectorless_and_slices_of_at_most_n(cluster
         lab.until(lambda: not _endpoints(lab, ns, "peers"), "peers' endpoints to go")
         assert not _endpoints(lab, ns, "external")
         assert not _slices(lab, ns, "external")
+
+
+def test_endpoints_of_a_service_without_selector_are_mirrored_to_slices(cluster: Cluster) -> None:
+    lab = cluster
+    ns = lab.new_namespace()
+
+    def endpoints(*ips: str, labels: dict[str, str] | None = None) -> str:
+        return json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Endpoints",
+                "metadata": {"name": "db", "labels": labels or {"tier": "data"}},
+                "subsets": [
+                    {
+                        "addresses": [{"ip": ip} for ip in ips],
+                        "ports": [{"name": "pg", "port": 5432, "protocol": "TCP"}],
+                    }
+                ],
+            }
+        )
+
+    with controllers(lab, "--controllers=endpointslicemirroring"):
+        lab.kubectl(
+            "apply",
+            "-n",
+            ns,
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": "db"},
+                    "spec": {"ports": [{"name": "pg", "port": 5432}]},
+                }
+            ),
+        )
+        lab.kubectl("apply", "-n", ns, "-f", "-", input=endpoints("192.0.2.1", "192.0.2.2"))
+        lab.until(
+            lambda: set(_slice_endpoints(lab, ns, "db")) == {"192.0.2.1", "192.0.2.2"},
+            "the mirrored slice",
+        )
+        (mirrored,) = _slices(lab, ns, "db")
+        labels = mirrored["metadata"]["labels"]
+        assert labels["endpointslice.kubernetes.io/managed-by"] == (
+            "endpointslicemirroring-controller.k8s.io"
+        )
+        assert labels["tier"] == "data"
+        assert mirrored["ports"] == [{"name": "pg", "port": 5432, "protocol": "TCP"}]
+        assert mirrored["metadata"]["ownerReferences"][0]["kind"] == "Service"
+
+        lab.kubectl("apply", "-n", ns, "-f", "-", input=endpoints("192.0.2.3"))
+        lab.until(
+            lambda: list(_slice_endpoints(lab, ns, "db")) == ["192.0.2.3"], "the slice updated"
+        )
+        skip = {"endpointslice.kubernetes.io/skip-mirror": "true"}
+        lab.kubectl("apply", "-n", ns, "-f", "-", input=endpoints("192.0.2.3", labels=skip))
+        lab.until(lambda: not _slices(lab, ns, "db"), "the slice removed when skipped")
 
 
 # -- node lifecycle --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from controlplane.controllers.endpointslice import (
     plan_slices,
     slice_endpoint,
 )
+from controlplane.controllers.endpointslicemirroring import mirrored_groups, mirrors
 
 Object = dict[str, Any]
 
@@ -221,3 +222,42 @@ def test_plan_slices(
 def test_the_placeholder_is_kept_not_rewritten() -> None:
     placeholder = {"metadata": {"name": "p"}, "addressType": "IPv4", "ports": [], "endpoints": []}
     assert not plan_slices([placeholder], {PLACEHOLDER: Group([])}, 100)
+
+
+def test_mirrored_endpoints_keep_readiness_ports_and_references() -> None:
+    endpoints = {
+        "subsets": [
+            {
+                "addresses": [{"ip": "192.0.2.1", "nodeName": "n1"}],
+                "notReadyAddresses": [{"ip": "192.0.2.2"}],
+                "ports": [{"name": "pg", "port": 5432}],
+            },
+            {"addresses": [{"ip": "2001:db8::1"}], "ports": [{"port": 53, "protocol": "UDP"}]},
+        ]
+    }
+    groups, dropped = mirrored_groups(endpoints)
+    assert dropped == 0
+    pg = groups[group_key("IPv4", [{"name": "pg", "port": 5432, "protocol": "TCP"}])]
+    assert pg.endpoints == [
+        {"addresses": ["192.0.2.1"], "conditions": {"ready": True}, "nodeName": "n1"},
+        {"addresses": ["192.0.2.2"], "conditions": {"ready": False}},
+    ]
+    dns = groups[group_key("IPv6", [{"port": 53, "protocol": "UDP"}])]
+    assert [e["addresses"] for e in dns.endpoints] == [["2001:db8::1"]]
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "mirrored"),
+    [
+        (None, {}, True),
+        ({"app": "web"}, {}, False),
+        (None, {"endpointslice.kubernetes.io/skip-mirror": "true"}, False),
+    ],
+)
+def test_which_endpoints_are_mirrored(
+    selector: dict[str, str] | None, labels: dict[str, str], mirrored: bool
+) -> None:
+    svc = {"metadata": {"name": "db"}, "spec": {"selector": selector} if selector else {}}
+    eps = {"metadata": {"name": "db", "labels": labels}}
+    assert mirrors(svc, eps) is mirrored
+    assert not mirrors(svc, None)
