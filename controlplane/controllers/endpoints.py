@@ -2,7 +2,8 @@
 each Service with a selector, an Endpoints object of the same name listing the
 addresses of the pods it selects, the ports they serve on, and whether each is ready.
 kube-proxy and DNS read them (or the EndpointSlices of `endpointslice`, which are built
-from the same facts by the helpers of this module).
+from the same facts by the helpers of this module). This is the seeds' "Endpoints
+Controller: links Services to Pods".
 
 Which pods, and where (`pod_endpoint`). A pod selected by the Service's selector, in
 its namespace, counts once it has an address (status.podIP) and until it has finished

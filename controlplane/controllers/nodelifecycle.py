@@ -1,6 +1,8 @@
 """Node lifecycle (kube-controller-manager's node-lifecycle-controller and
 taint-eviction-controller): notices nodes whose kubelet has gone quiet, says so in their
-status and taints, and moves the pods off them once their tolerations run out.
+status and taints, and moves the pods off them once their tolerations run out: the
+seeds' Node Controller, which "marks nodes NotReady after timeout" and "evicts pods from
+failed nodes".
 
 How a node is heard from. A kubelet renews its Lease `kube-node-lease/<node>` every few
 seconds and posts its status (the Ready condition's lastHeartbeatTime) now and then.
