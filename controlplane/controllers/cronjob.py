@@ -1,5 +1,6 @@
 """The CronJob controller (kube-controller-manager's cronjob-controller, its second
-version): creates a Job for each time a CronJob's schedule comes round.
+version): creates a Job for each time a CronJob's schedule comes round (the seeds'
+CronJob controller, which "creates Jobs on schedule").
 
 When (`plan`). The schedule is read with croniter (robfig/cron's five fields and
 @hourly-style descriptors; `@every <duration>` counts from the CronJob's creation), in

@@ -1,6 +1,7 @@
 """The Job controller (kube-controller-manager's job-controller) and TTL-after-finished
 (ttl-after-finished-controller): run a Job's pods until enough have succeeded, or the
-Job has failed too often or for too long; delete finished Jobs whose time is up.
+Job has failed too often or for too long; delete finished Jobs whose time is up (the
+seeds' Job controller, which "runs pods to completion").
 
 Pods. A Job runs `parallelism` pods at a time until `completions` have succeeded (no
 completions: until one has, the pods being a work queue). Each pod is made from the

@@ -1,7 +1,8 @@
 """The ResourceQuota controller (kube-controller-manager's resourcequota-controller):
 keeps each quota's `status.hard` (its spec's) and `status.used` (what its namespace
 uses of each thing it limits, counted as `kubelab.api.quota` says), for `kubectl
-describe quota` and for the apiserver's ResourceQuota admission.
+describe quota` and for the apiserver's ResourceQuota admission, which in the seeds'
+request flow runs "before the object is persisted".
 
 Admission charges each create to the quota as it lets it through, so status.used only
 goes up between recounts; this controller recounts from the objects themselves, which
