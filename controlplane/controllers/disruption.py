@@ -199,10 +199,13 @@ class DisruptionController:
         """The replicas the pods' controllers ask for, summed once per controller; None
         if a pod has none."""
         scales: dict[str, int] = {}
+        seen: set[str] = set()  # the pods' controllers already counted
         for pod in pods:
             ref = controller_ref(pod)
             if ref is None or ref.get("kind") not in SCALED:
                 return None
+            if str(ref.get("uid")) in seen:
+                continue
             owner = self._get(SCALED[ref["kind"]], ref["name"], namespace)
             if owner is None:
                 return None
@@ -212,6 +215,7 @@ class DisruptionController:
                     deployment = self._get(SCALED["Deployment"], parent["name"], namespace)
                     owner = deployment or owner
             uid = str(owner["metadata"]["uid"])
+            seen.add(str(ref.get("uid")))
             scales[uid] = int((owner.get("spec") or {}).get("replicas", 1))
         return sum(scales.values())
 
