@@ -23,12 +23,14 @@ An Eviction (policy/v1, with optional deleteOptions) for a pod:
 
 from __future__ import annotations
 
+import copy
 import datetime
 from collections.abc import Callable
 from typing import Any
 
 from kubelab.api import errors, podutil
 from kubelab.api.selectors import selector_from_label_selector
+from kubelab.client import rfc3339
 
 Object = dict[str, Any]
 ChargeBudget = Callable[[str, str, Callable[[Object], Object | None]], Object | None]
@@ -89,8 +91,11 @@ def take_disruption(pod_name: str, now: str) -> Callable[[Object], Object | None
     return change
 
 
-def admit_eviction(pod: Object, budgets: list[Object], charge: ChargeBudget) -> None:
-    """Raise unless `pod` may be evicted now, taking a disruption from its budget."""
+def admit_eviction(
+    pod: Object, budgets: list[Object], charge: ChargeBudget, *, dry_run: bool = False
+) -> None:
+    """Raise unless `pod` may be evicted now, taking a disruption from its budget (a dry
+    run decides on the cached budget and writes nothing)."""
     if may_ignore_budgets(pod):
         return
     mine = budgets_of(pod, budgets)
@@ -112,8 +117,10 @@ def admit_eviction(pod: Object, budgets: list[Object], charge: ChargeBudget) -> 
         )
         if policy == "AlwaysAllow" or healthy_enough:
             return
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = rfc3339(datetime.datetime.now(datetime.UTC))
     meta = pod["metadata"]
-    charge(
-        str(meta["namespace"]), str(budget["metadata"]["name"]), take_disruption(meta["name"], now)
-    )
+    take = take_disruption(meta["name"], now)
+    if dry_run:
+        take(copy.deepcopy(budget))
+        return
+    charge(str(meta["namespace"]), str(budget["metadata"]["name"]), take)

@@ -103,13 +103,14 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
         return _one_field(server, r, ns, info.name, sub, _body(), user)
     if sub == "eviction" and verb == "create":
         body = _body()
+        options = DeleteOptions.parse(dict(request.args), body.get("deleteOptions"))
         eviction.admit_eviction(
             reg.get(r, ns, info.name),
             server.cached_list("poddisruptionbudgets.policy", ns),
             functools.partial(server.swap, "poddisruptionbudgets.policy"),
+            dry_run=options.dry_run,
         )
-        options = body.get("deleteOptions") if isinstance(body, dict) else None
-        reg.delete(r, ns, info.name, DeleteOptions.parse({}, options or {}), user)
+        reg.delete(r, ns, info.name, options, user)
         return json_response(
             {
                 "kind": "Status",

@@ -126,3 +126,16 @@ def test_which_evictions_ignore_budgets() -> None:
         admit_eviction(pod("a"), [blocked, budget()], never)
     assert two.value.code == 500
     assert budgets_of(pod("a"), [budget(), {"metadata": {"name": "x"}, "spec": {}}]) == [budget()]
+
+
+def test_a_dry_run_eviction_decides_without_writing() -> None:
+    def never(*_: Any) -> Any:
+        raise AssertionError("a dry run wrote the budget")
+
+    allowing = budget({"observedGeneration": 1, "disruptionsAllowed": 1}, minAvailable=2)
+    admit_eviction(pod("a"), [allowing], never, dry_run=True)
+    assert allowing["status"]["disruptionsAllowed"] == 1
+    blocked = budget({"observedGeneration": 1, "disruptionsAllowed": 0}, minAvailable=3)
+    with pytest.raises(StatusError) as refused:
+        admit_eviction(pod("a"), [blocked], never, dry_run=True)
+    assert refused.value.code == 429
