@@ -236,10 +236,6 @@ class CronJobController:
         jobs = self._jobs.indexer.by_index(CONTROLLER_UID_INDEX, str(cronjob["metadata"]["uid"]))
         status = copy.deepcopy(cronjob.get("status") or {})
         active, finished = self._sort_jobs(cronjob, jobs, status)
-        for job in history_to_delete(
-            finished, spec.get("successfulJobsHistoryLimit"), spec.get("failedJobsHistoryLimit")
-        ):
-            self._delete_job(cronjob, job)
         now = self._clock.utcnow()
         created = parse_time(str(cronjob["metadata"]["creationTimestamp"]))
         last = parse_time(status["lastScheduleTime"]) if status.get("lastScheduleTime") else created
@@ -286,6 +282,12 @@ class CronJobController:
             updated = copy.deepcopy(cronjob)
             updated["status"] = status
             self._client.update_status(CRONJOBS, updated)
+        # Only once the status has recorded what the finished Jobs said (their success
+        # in lastSuccessfulTime): a failed status write retries with them still there.
+        for job in history_to_delete(
+            finished, spec.get("successfulJobsHistoryLimit"), spec.get("failedJobsHistoryLimit")
+        ):
+            self._delete_job(cronjob, job)
         if spec.get("suspend"):
             return None
         upcoming = next_time(str(spec["schedule"]), tz, created, now)
