@@ -120,6 +120,7 @@ class Faults:
         self.app = app
         self.cacher = cacher
         self._faults: list[Fault] = []
+        self._added: list[Fault] = []  # used up or not: `clear` releases what they hold
         self._lock = threading.Lock()
 
     # -- answers instead of the app's ----------------------------------------------------
@@ -202,15 +203,17 @@ class Faults:
         return ended
 
     def clear(self) -> None:
-        """Remove every fault, releasing held requests."""
+        """Remove every fault, releasing the requests any of them holds."""
         with self._lock:
-            for fault in self._faults:
+            for fault in self._added:
                 fault.release()
             self._faults.clear()
+            self._added.clear()
 
     def _add(self, fault: Fault) -> Fault:
         with self._lock:
             self._faults.append(fault)
+            self._added.append(fault)
         return fault
 
     def _take(self, method: str, info: requestinfo.RequestInfo) -> Fault | None:
@@ -230,8 +233,8 @@ class Faults:
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if not self._faults:
             return self.app(environ, start_response)
-        method = environ["REQUEST_METHOD"]
-        fault = self._take(method, _info(environ))
+        info = _info(environ)
+        fault = self._take(environ["REQUEST_METHOD"], info)
         if fault is None:
             return self.app(environ, start_response)
         if fault.delay:
@@ -239,7 +242,7 @@ class Faults:
         if fault.gate is not None:
             fault.gate.wait()
         if fault.answer is not None:
-            code, content_type, body, retry_after = fault.answer(_info(environ))
+            code, content_type, body, retry_after = fault.answer(info)
             headers = [("Content-Type", content_type), ("Content-Length", str(len(body)))]
             if retry_after is not None:
                 headers.append(("Retry-After", str(retry_after)))

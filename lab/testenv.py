@@ -78,12 +78,14 @@ class _TLSReader(socket.SocketIO):
 class _Handler(WSGIRequestHandler):
     """werkzeug's handler, with the production server's WSGI environ additions."""
 
+    # Without NODELAY a write that follows another (headers, then a watch's events)
+    # waits for the client's delayed ACK (40 ms on Linux).
+    disable_nagle_algorithm = True
+
     def setup(self) -> None:
         super().setup()
+        self.rfile.close()  # the plain reader: reads go through _TLSReader instead
         self.rfile = io.BufferedReader(_TLSReader(self.connection, "rb"))
-        # Without NODELAY a write that follows another (headers, then a watch's events)
-        # waits for the client's delayed ACK (40 ms on Linux).
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def make_environ(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().make_environ()
@@ -105,7 +107,11 @@ class _Handler(WSGIRequestHandler):
 
 
 class Environment:
-    """A running test apiserver; `start` it, use it, `stop` it (or use `with`)."""
+    """A running test apiserver; `start` it, use it, `stop` it (or use `with`).
+
+    `server` is the `APIServer` itself, for a test that must reach in (say, to shorten
+    `server.registry.bookmark_every`).
+    """
 
     def __init__(
         self,
@@ -129,7 +135,7 @@ class Environment:
         self._creds: dict[tuple[str, tuple[str, ...]], pki.CertKey] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(
-            target=http.serve_forever, kwargs={"poll_interval": 0.1}, name="testenv-http"
+            target=http.serve_forever, kwargs={"poll_interval": 0.02}, name="testenv-http"
         )
         self._thread.daemon = True
         self.kubeconfig = self.kubeconfig_for(ADMIN, MASTERS)
@@ -195,6 +201,8 @@ class Environment:
         except BaseException:
             server.stop()
             http.server_close()
+            if owns:
+                shutil.rmtree(where, ignore_errors=True)
             raise
         server.registry.bookmark_every = bookmark_interval
         env = cls(where, server, http, ca, owns)
@@ -280,7 +288,9 @@ class Environment:
     # -- lifecycle -----------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop serving (open watches end), and remove the files if they were ours."""
+        """Stop serving (open watches end, held requests go on), and remove the files if
+        they were ours."""
+        self.faults.clear()
         self._http.shutdown()
         self.server.stop()
         self._http.server_close()

@@ -36,7 +36,6 @@ import re
 import struct
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from controlplane.apiserver import protowire
@@ -98,12 +97,13 @@ SPECIAL_MESSAGES = frozenset(
 )
 """Messages with a JSON form of their own, which the decoder reads by code."""
 
-# Go package path prefix -> what the table's message names start with.
+# The table names a message by its Go package path without these prefixes: "core/v1.Pod",
+# "meta/v1.ObjectMeta", "resource.Quantity". Structs of other packages are not API types.
 _PACKAGE_PREFIXES = (
-    ("k8s.io/api/", ""),
-    ("k8s.io/apimachinery/pkg/apis/", ""),
-    ("k8s.io/apimachinery/pkg/api/", ""),
-    ("k8s.io/apimachinery/pkg/util/", ""),
+    "k8s.io/api/",
+    "k8s.io/apimachinery/pkg/apis/",
+    "k8s.io/apimachinery/pkg/api/",
+    "k8s.io/apimachinery/pkg/util/",
 )
 
 # Go's abi.Kind values that matter here (internal/abi/type.go).
@@ -248,22 +248,20 @@ class GoBinary:
 
 
 def _table_package(go_package: str) -> str | None:
-    for prefix, replacement in _PACKAGE_PREFIXES:
+    for prefix in _PACKAGE_PREFIXES:
         if go_package.startswith(prefix):
-            return replacement + go_package.removeprefix(prefix)
+            return go_package.removeprefix(prefix)
     return None
 
 
 _TAG = re.compile(r'(\w+):"((?:[^"\\]|\\.)*)"')
 
 
-@dataclass
 class _Schema:
     """The API structs of one binary, rendered message by message."""
 
-    binary: GoBinary
-
-    def __post_init__(self) -> None:
+    def __init__(self, binary: GoBinary) -> None:
+        self.binary = binary
         self.messages: dict[str, int] = {}
         for (package, name), t in self.binary.named_structs().items():
             table_package = _table_package(package)

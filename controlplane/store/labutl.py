@@ -32,6 +32,7 @@ from controlplane.store.service import (
     snapshot_file_status,
 )
 from controlplane.store.wal import StoreStorageError
+from kubelab.cli.offline import add_restore_arguments, add_status_arguments
 from kubelab.cli.output import EXIT_ERROR, CommandError, ascii_table, emit, human_bytes
 
 
@@ -107,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = snapshot.add_parser("status", help="hash, revision, keys and size of a snapshot file")
     p.set_defaults(func=cmd_snapshot_status)
-    p.add_argument("file")
+    add_status_arguments(p)
     p.add_argument(
         "-w",
         "--write-out",
@@ -117,15 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = snapshot.add_parser("restore", help="build a new member's data dir from a snapshot")
     p.set_defaults(func=cmd_snapshot_restore)
-    p.add_argument("file")
-    p.add_argument("--name", default="default", help="the member to build the data dir for")
-    p.add_argument("--data-dir", default=None, help="default NAME.kubelab-store")
-    p.add_argument(
-        "--initial-cluster",
-        default="default=https://127.0.0.1:2380",
-        help="every member of the new cluster as name=https://host:port",
-    )
-    p.add_argument("--initial-cluster-token", default="kubelab-store")
+    add_restore_arguments(p)
     return parser
 
 

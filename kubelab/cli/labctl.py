@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TextIO
 
 from kubelab import pki
+from kubelab.cli.offline import add_restore_arguments, add_status_arguments, labutl_command
 from kubelab.cli.output import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -750,16 +751,22 @@ def cmd_snapshot_save(ctx: Context) -> int:
     return 0
 
 
-def cmd_snapshot_offline(ctx: Context) -> int:
+def cmd_snapshot_status(ctx: Context) -> int:
+    raise _moved_to_labutl(ctx, "status")
+
+
+def cmd_snapshot_restore(ctx: Context) -> int:
+    raise _moved_to_labutl(ctx, "restore")
+
+
+def _moved_to_labutl(ctx: Context, verb: str) -> CommandError:
     """`snapshot status` and `snapshot restore` read and write files with the store's own
     state machine and WAL, which labctl does not load (etcd moved them from etcdctl to
     etcdutl for the same reason): say which command does it, with the arguments given."""
-    argv = ["labutl", "snapshot", ctx.args.snapshot_verb, *ctx.args.rest]
-    if ctx.write_out != "simple" and ctx.args.snapshot_verb == "status":
-        argv += ["-w", ctx.write_out]
-    raise CommandError(
-        f"`labctl store snapshot {ctx.args.snapshot_verb}` works on files offline and moved "
-        f"to labutl (as etcdctl's moved to etcdutl): run `{shlex.join(argv)}`"
+    command = shlex.join(labutl_command(verb, ctx.args, ctx.write_out))
+    return CommandError(
+        f"`labctl store snapshot {verb}` works on files offline and moved to labutl "
+        f"(as etcdctl's moved to etcdutl): run `{command}`"
     )
 
 
@@ -793,7 +800,7 @@ def _emit_alarms(ctx: Context, raw: dict[str, Any], alarms: Sequence[Alarm]) -> 
 # -- parser ------------------------------------------------------------------------------
 
 Command = Callable[[Context], int]
-_TABLE_VERBS = {cmd_member_list, cmd_endpoint_status, cmd_endpoint_health, cmd_snapshot_offline}
+_TABLE_VERBS = {cmd_member_list, cmd_endpoint_status, cmd_endpoint_health, cmd_snapshot_status}
 
 
 def _global_options() -> argparse.ArgumentParser:
@@ -916,9 +923,9 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot = group("snapshot", "snapshot commands")
     p = verb(snapshot, "save", cmd_snapshot_save, "stream a member's snapshot to a file")
     p.add_argument("file")
-    for name in ("status", "restore"):
-        p = verb(snapshot, name, cmd_snapshot_offline, f"moved to `labutl snapshot {name}`")
-        p.add_argument("rest", nargs=argparse.REMAINDER, help="labutl's arguments")
+    text = "moved to `labutl snapshot {}` (works on files offline)"
+    add_status_arguments(verb(snapshot, "status", cmd_snapshot_status, text.format("status")))
+    add_restore_arguments(verb(snapshot, "restore", cmd_snapshot_restore, text.format("restore")))
 
     verb(verbs, "defrag", cmd_defrag, "no-op: kubelab's store has nothing to defragment")
 

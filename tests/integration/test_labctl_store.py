@@ -477,13 +477,7 @@ def test_snapshot_save_and_the_store_specific_verbs(
     assert target.stat().st_size > 0 and "fetched snapshot from http://127.0.0.1:" in err
     assert "no-op" in lab.ok("defrag")
 
-    # The offline verbs are labutl's: labctl names the command to run, arguments included.
-    code, out, err = lab("snapshot", "restore", str(target), "--data-dir", str(tmp_path / "r"))
-    assert (code, out) == (1, "")
-    assert f"run `labutl snapshot restore {target} --data-dir {tmp_path / 'r'}`" in err
-    code, _, err = lab("-w", "table", "snapshot", "status", str(target))
-    assert code == 1 and f"run `labutl snapshot status {target} -w table`" in err
-
+    # The offline verbs are labutl's (labctl names the command: tests/unit/test_labctl_offline.py).
     def labutl(*argv: str) -> tuple[int, str, str]:
         capsys.readouterr()
         code = labutl_main(argv)
@@ -508,16 +502,6 @@ def test_snapshot_save_and_the_store_specific_verbs(
         "totalKey": 339,
         "totalSize": 438272,
     }
-
-
-def test_labctl_loads_the_client_library_only() -> None:
-    """`labctl store put` must not pay for the store's runtime (aiohttp, Raft, the WAL)."""
-    probe = (
-        "import sys, kubelab.cli.labctl; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('controlplane', 'aiohttp')))"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout == "[]\n"
 
 
 def test_alarm_list_and_disarm_with_no_alarms(lab: Labctl) -> None:
