@@ -32,8 +32,9 @@ WARNING = "Warning"
 log = logging.getLogger("kubelab.client.record")
 
 
-def involved_object(obj: Object) -> dict[str, Any]:
-    """The reference an Event keeps to `obj`."""
+def involved_object(obj: Object, field_path: str = "") -> dict[str, Any]:
+    """The reference an Event keeps to `obj` (`field_path`: the part of it, such as
+    "spec.containers{web}")."""
     meta = obj.get("metadata") or {}
     ref = {
         "apiVersion": obj.get("apiVersion", ""),
@@ -44,33 +45,42 @@ def involved_object(obj: Object) -> dict[str, Any]:
     }
     if meta.get("namespace"):
         ref["namespace"] = meta["namespace"]
+    if field_path:
+        ref["fieldPath"] = field_path
     return ref
 
 
 class EventRecorder:
-    """Writes Events as `component` (module docstring). Thread-safe."""
+    """Writes Events as `component` (on `host`, for a node's agents; module docstring).
+    Thread-safe."""
 
-    def __init__(self, client: RestClient, component: str, clock: Clock = REAL_CLOCK) -> None:
+    def __init__(
+        self, client: RestClient, component: str, clock: Clock = REAL_CLOCK, host: str = ""
+    ) -> None:
         self._client = client
         self._component = component
+        self._source = {"component": component, **({"host": host} if host else {})}
         self._clock = clock
         self._lock = threading.Lock()
-        # (uid, type, reason, message) -> (namespace, event name, count) of the Event
-        # already written for it.
-        self._seen: OrderedDict[tuple[str, str, str, str], tuple[str, str, int]] = OrderedDict()
+        # (uid, field path, type, reason, message) -> (namespace, event name, count) of
+        # the Event already written for it.
+        self._seen: OrderedDict[tuple[str, ...], tuple[str, str, int]] = OrderedDict()
 
-    def _remember(self, key: tuple[str, str, str, str], value: tuple[str, str, int]) -> None:
+    def _remember(self, key: tuple[str, ...], value: tuple[str, str, int]) -> None:
         with self._lock:
             self._seen[key] = value
             self._seen.move_to_end(key)
             while len(self._seen) > SEEN_CAPACITY:
                 self._seen.popitem(last=False)
 
-    def event(self, obj: Object, kind: str, reason: str, message: str) -> None:
-        """Record that `reason`: `message` happened to `obj`; `kind` is NORMAL or WARNING."""
-        ref = involved_object(obj)
+    def event(
+        self, obj: Object, kind: str, reason: str, message: str, field_path: str = ""
+    ) -> None:
+        """Record that `reason`: `message` happened to `obj` (or its part `field_path`);
+        `kind` is NORMAL or WARNING."""
+        ref = involved_object(obj, field_path)
         namespace = ref.get("namespace") or "default"
-        key = (str(ref["uid"]), kind, reason, message)
+        key = (str(ref["uid"]), field_path, kind, reason, message)
         now = rfc3339(self._clock.utcnow())
         with self._lock:
             seen = self._seen.get(key)
@@ -96,7 +106,7 @@ class EventRecorder:
                     "count": 1,
                     "firstTimestamp": now,
                     "lastTimestamp": now,
-                    "source": {"component": self._component},
+                    "source": self._source,
                     "reportingComponent": self._component,
                     "reportingInstance": self._component,
                 },

@@ -52,6 +52,24 @@ def test_a_cluster_scoped_objects_events_go_to_default(
         client.delete(NODES, name)
 
 
+def test_a_node_agents_events_name_the_host_and_the_part(
+    client: RestClient, admin: RestClient, namespace: str
+) -> None:
+    cm = client.create(
+        CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p"}}, namespace
+    )
+    recorder = EventRecorder(client, "kubelet", host="node-1")
+    recorder.event(cm, NORMAL, "Pulled", "image present", field_path="spec.containers{web}")
+    recorder.event(cm, NORMAL, "Pulled", "image present", field_path="spec.containers{side}")
+    events = _events_about(admin, namespace, "p")
+    assert len(events) == 2, "one Event per part"
+    assert events[0]["source"] == {"component": "kubelet", "host": "node-1"}
+    assert {e["involvedObject"]["fieldPath"] for e in events} == {  # type: ignore[index]
+        "spec.containers{web}",
+        "spec.containers{side}",
+    }
+
+
 def test_a_failed_record_does_not_fail_the_caller(client: RestClient) -> None:
     gone = {
         "apiVersion": "v1",
