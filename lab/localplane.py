@@ -49,6 +49,8 @@ CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 CONTROLLER_MANAGER_LEASE = (
     "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
 )
+CLUSTER_CIDR = "10.244.0.0/16"
+"""The pods' addresses, cut into one range per node by node IPAM."""
 STOP_TIMEOUT = 15.0
 """Seconds a process gets to exit after SIGTERM before it is killed."""
 
@@ -229,6 +231,14 @@ class LocalControlPlane:
             "--root-ca-file",
             str(self.pki / "ca.crt"),
             "--leader-elect=true",
+            # The pod network the node agents route: a /24 of it per node.
+            "--allocate-node-cidrs=true",
+            f"--cluster-cidr={CLUSTER_CIDR}",
+            # Kubelets joining with a bootstrap token get their certificates signed.
+            "--cluster-signing-cert-file",
+            str(self.pki / "ca.crt"),
+            "--cluster-signing-key-file",
+            str(self.pki / "ca.key"),
         ]
 
     def start(self, timeout: float = 60.0, detach: bool = False) -> None:

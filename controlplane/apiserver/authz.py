@@ -510,6 +510,14 @@ BOOTSTRAP_POLICY: list[Object] = [
             _rule(["certificates.k8s.io"], ["certificatesigningrequests/nodeclient"], ["create"]),
         ],
     ),
+    _cluster_role(
+        "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+        [
+            _rule(
+                ["certificates.k8s.io"], ["certificatesigningrequests/selfnodeclient"], ["create"]
+            ),
+        ],
+    ),
     _binding("cluster-admin", "cluster-admin", [("Group", MASTERS)]),
     _binding("system:discovery", "system:discovery", [("Group", AUTHENTICATED)]),
     _binding("system:basic-user", "system:basic-user", [("Group", AUTHENTICATED)]),

@@ -7,7 +7,7 @@
 * ``serviceaccounts/token``: a TokenRequest answered with a signed token
   (``kubectl create token``).
 * ``namespaces/finalize``, ``certificatesigningrequests/approval``: writes of one field.
-* ``pods/eviction``: an Eviction deletes the pod (disruption budgets are not enforced).
+* ``pods/eviction``: an Eviction deletes the pod if its disruption budget allows (`eviction`).
 * ``pods/log|exec|attach|portforward``, ``nodes/proxy``: the live-data path, proxied to
   the node's kubelet (`kubelet_proxy`).
 * Reviews (never stored): SelfSubjectAccessReview and SelfSubjectRulesReview
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import functools
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from kubelab import fastjson
 from kubelab.api import errors, patch
 from kubelab.api.resources import Resource, lookup
 
+from . import eviction
 from .authn import API_AUDIENCE, UserInfo
 from .authz import MASTERS, NODES
 from .registry import DeleteOptions, decode_body, parse_dry_run, patch_error
@@ -102,7 +104,15 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
     if sub in ("finalize", "approval") and verb == "update":
         return _one_field(server, r, ns, info.name, sub, _body(), user)
     if sub == "eviction" and verb == "create":
-        reg.delete(r, ns, info.name, DeleteOptions(), user)
+        body = _body()
+        options = DeleteOptions.parse(dict(request.args), body.get("deleteOptions"))
+        eviction.admit_eviction(
+            reg.get(r, ns, info.name),
+            server.cached_list("poddisruptionbudgets.policy", ns),
+            functools.partial(server.swap, "poddisruptionbudgets.policy"),
+            dry_run=options.dry_run,
+        )
+        reg.delete(r, ns, info.name, options, user)
         return json_response(
             {
                 "kind": "Status",

@@ -483,7 +483,7 @@ class Registry:
                 [errors.required("metadata.name", "name or generateName is required")],
                 r.group,
             )
-        strategy.prepare_for_create(obj)
+        strategy.prepare_for_create(obj, user)
         apply_defaults(r.kind, obj)
         attrs = Attributes("CREATE", r, "", namespace, name, obj, None, user, dry_run)
         self.admission.admit(attrs)

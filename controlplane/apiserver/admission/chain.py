@@ -14,6 +14,7 @@ from ..registry import Admission, Attributes
 from .default_toleration_seconds import DefaultTolerationSeconds
 from .interfaces import (
     WRITES,
+    Charge,
     Factory,
     Get,
     List,
@@ -53,11 +54,12 @@ class Chain(Admission):
         authorizer: Authorizer,
         plugins: tuple[str, ...] = ALL,
         live_get: Get | None = None,
+        charge: Charge | None = None,
     ) -> None:
         unknown = [p for p in plugins if p not in PLUGINS]
         if unknown:
             raise ValueError(f"unknown admission plugins {unknown}; known: {list(PLUGINS)}")
-        lookup = Lookup(get, list_objects, live_get or get, authorizer)
+        lookup = Lookup(get, list_objects, live_get or get, authorizer, charge)
         enabled = [RBACEscalation(lookup)] + [
             factory(lookup) for name, factory in PLUGINS.items() if name in plugins
         ]

@@ -24,6 +24,10 @@ Get = Callable[[str, str, str], Object | None]
 """(resource plural, namespace, name) -> object from the cache."""
 List = Callable[[str, str], list[Object]]
 """(resource plural, namespace) -> objects from the cache."""
+Charge = Callable[[str, str, Callable[[Object], Object | None]], Object | None]
+"""(namespace, quota name, change) -> the quota as stored after `change` (None if it is
+gone): a compare-and-swap loop that calls `change` on the stored quota until its write
+sticks; `change` may raise to refuse, or return None to leave the quota as it is."""
 
 WRITES = frozenset({"CREATE", "UPDATE", "DELETE"})
 
@@ -31,12 +35,15 @@ WRITES = frozenset({"CREATE", "UPDATE", "DELETE"})
 @dataclass(frozen=True)
 class Lookup:
     """What plugins may read of the cluster: the watch cache (`get`, `list_objects`), the
-    store for what the cache may not have seen yet (`live_get`), and the authorizer."""
+    store for what the cache may not have seen yet (`live_get`), and the authorizer; and
+    the one write a plugin makes, ResourceQuota's charge (`charge`, None where there is
+    no store to write to: usage is then only checked)."""
 
     get: Get
     list_objects: List
     live_get: Get
     authorizer: Authorizer
+    charge: Charge | None = None
 
     def find(self, plural: str, namespace: str, name: str) -> Object | None:
         """From the cache, or from the store when the cache has not seen it yet: a
@@ -45,7 +52,8 @@ class Lookup:
 
 
 class Plugin:
-    """An admission plugin (see the module doc); plugins never write the cluster."""
+    """An admission plugin (see the module doc); only ResourceQuota writes the cluster
+    (its charge, through `Lookup.charge`)."""
 
     NAME: ClassVar[str]
     OPERATIONS: ClassVar[frozenset[str]]

@@ -4,10 +4,10 @@ defaults; values outside its min/max are refused."""
 from __future__ import annotations
 
 from kubelab.api import errors
+from kubelab.api.quota import quantity
 
 from ..registry import Attributes
 from .interfaces import MutationInterface, created_pod
-from .resource_quota import _q
 
 
 class LimitRanger(MutationInterface):
@@ -32,7 +32,7 @@ class LimitRanger(MutationInterface):
                             res.setdefault(field, {}).setdefault(name, value)
                     for name, low in (item.get("min") or {}).items():
                         got = res.get("requests", {}).get(name)
-                        if got is not None and _q(got) < _q(low):
+                        if got is not None and quantity(got) < quantity(low):
                             raise errors.StatusError(
                                 403,
                                 "Forbidden",
@@ -41,7 +41,7 @@ class LimitRanger(MutationInterface):
                             )
                     for name, high in (item.get("max") or {}).items():
                         got = res.get("limits", {}).get(name)
-                        if got is not None and _q(got) > _q(high):
+                        if got is not None and quantity(got) > quantity(high):
                             raise errors.StatusError(
                                 403,
                                 "Forbidden",

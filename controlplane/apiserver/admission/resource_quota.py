@@ -1,17 +1,21 @@
 """ResourceQuota: a create that would push a namespace over a quota's ``hard`` limits is
-refused with the quota's numbers (object counts, ``pods`` or ``count/pods`` for core
-resources and ``count/deployments.apps`` for other groups; requests and limits of pods).
-Usage is counted from the watch cache at admission time, so two creates racing for the
-last unit can both pass; Kubernetes closes that gap by writing the quota's usage with a
-compare-and-swap first."""
+refused with the quota's numbers (what counts: `kubelab.api.quota`).
+
+The create is charged to the quota first, as Kubernetes does: its ``status.used`` is
+raised with a compare-and-swap on the quota object in the store (`Lookup.charge`), so of
+two creates racing for the last unit one writes first and the other, retrying on the new
+value, is refused. A key the quota's status does not know yet (the controller has not
+counted it) is counted from the watch cache. What a create was charged for is given back
+only when the resourcequota controller recounts (after a failed create, or a delete).
+"""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
 
-from kubelab.api import errors, resources
-from kubelab.api.quantity import Quantity, parse_quantity
+from kubelab.api import errors, quota, resources
 from kubelab.api.resources import Resource
 
 from ..registry import Attributes
@@ -25,100 +29,82 @@ class ResourceQuota(ValidationInterface):
     def __init__(self, lookup: Lookup) -> None:
         super().__init__(lookup)
         self.list_objects = lookup.list_objects
+        self.charge = lookup.charge
 
     def validate(self, attrs: Attributes) -> None:
         if attrs.subresource or attrs.object is None or not attrs.resource.namespaced:
             return
-        self._quota(attrs)
-
-    def _quota(self, attrs: Attributes) -> None:
         quotas = self.list_objects("resourcequotas", attrs.namespace)
         if not quotas:
             return
-        adding = _usage(attrs.resource, attrs.object or {})
-        current: dict[str, Fraction] | None = None
+        adding = quota.usage(attrs.resource, attrs.object or {})
+        counted: dict[str, Fraction] = {}
+
+        def cache_usage() -> dict[str, Fraction]:
+            if not counted:
+                counted.update(self._namespace_usage(attrs.namespace, attrs.resource))
+            return counted
+
         for q in quotas:
             hard = q.get("spec", {}).get("hard") or {}
-            relevant = {k: v for k, v in hard.items() if k in adding}
-            if not relevant:
+            if not any(k in adding for k in hard):
                 continue
-            if current is None:
-                current = self._namespace_usage(attrs.namespace, attrs.resource)
-            over = [
-                k for k, v in relevant.items() if current.get(k, Fraction(0)) + adding[k] > _q(v)
-            ]
-            if over:
-                requested = ",".join(f"{k}={_fmt(adding[k])}" for k in over)
-                used = ",".join(f"{k}={_fmt(current.get(k, Fraction(0)))}" for k in over)
-                limited = ",".join(f"{k}={relevant[k]}" for k in over)
-                raise errors.StatusError(
-                    403,
-                    "Forbidden",
-                    f'{attrs.resource.plural} "{attrs.name}" is forbidden: exceeded quota: '
-                    f"{q['metadata']['name']}, requested: {requested}, used: {used}, "
-                    f"limited: {limited}",
-                )
+            name = q["metadata"]["name"]
+
+            def charged(stored: Object, name: str = name) -> Object | None:
+                return _charged(attrs, stored, name, adding, cache_usage)
+
+            if self.charge is None or attrs.dry_run:
+                charged(copy.deepcopy(q))
+            else:
+                self.charge(attrs.namespace, name, charged)
 
     def _namespace_usage(self, namespace: str, creating: Resource) -> dict[str, Fraction]:
         """What the namespace uses now: the core kinds quotas know by name, and the kind
         being created (for its ``count/<resource>.<group>``)."""
         total: dict[str, Fraction] = {}
-        kinds = [resources.lookup("", "v1", plural) for plural in _QUOTA_CORE]
-        if creating.plural not in _QUOTA_CORE or creating.group:
+        kinds = [resources.lookup("", "v1", plural) for plural in quota.CORE_COUNTED]
+        if creating.plural not in quota.CORE_COUNTED or creating.group:
             kinds.append(creating)
         for r in kinds:
             assert r is not None
-            for obj in self.list_objects(
-                f"{r.plural}.{r.group}" if r.group else r.plural, namespace
-            ):
-                if r.plural == "pods" and obj.get("status", {}).get("phase") in (
-                    "Succeeded",
-                    "Failed",
-                ):
-                    continue
-                for k, v in _usage(r, obj).items():
-                    total[k] = total.get(k, Fraction(0)) + v
+            plural = f"{r.plural}.{r.group}" if r.group else r.plural
+            for k, v in quota.total(r, self.list_objects(plural, namespace)).items():
+                total[k] = total.get(k, Fraction(0)) + v
         return total
 
 
-_QUOTA_CORE = (
-    "pods",
-    "services",
-    "configmaps",
-    "secrets",
-    "persistentvolumeclaims",
-    "replicationcontrollers",
-    "resourcequotas",
-)
-"""Core kinds a quota can also count by their plain name (``pods: 10``)."""
-
-
-def _usage(r: Resource, obj: Object) -> dict[str, Fraction]:
-    """What one object counts against a quota."""
-    plural = r.plural
-    # count/pods for core resources, count/deployments.apps for the others
-    out = {f"count/{plural}.{r.group}" if r.group else f"count/{plural}": Fraction(1)}
-    if plural in _QUOTA_CORE and not r.group:
-        out[plural] = Fraction(1)
-    if plural == "pods":
-        for c in obj.get("spec", {}).get("containers", []):
-            res = c.get("resources", {})
-            for field in ("requests", "limits"):
-                for name, value in (res.get(field) or {}).items():
-                    key = f"{field}.{name}"
-                    out[key] = out.get(key, Fraction(0)) + _q(value)
-                    if field == "requests":
-                        out[name] = out.get(name, Fraction(0)) + _q(value)
-    return out
-
-
-def _q(value: Any) -> Fraction:
-    """A quantity's exact value; a malformed one (validation reports it) counts as 0."""
-    try:
-        return parse_quantity(value).value
-    except ValueError:
-        return Fraction(0)
-
-
-def _fmt(value: Fraction) -> str:
-    return str(Quantity(value))
+def _charged(
+    attrs: Attributes,
+    stored: Object,
+    name: str,
+    adding: dict[str, Fraction],
+    cache_usage: Callable[[], dict[str, Fraction]],
+) -> Object | None:
+    """`stored` (a quota) charged with `adding`, or a 403 if that is over its hard
+    limits."""
+    hard = (stored.get("spec") or {}).get("hard") or {}
+    relevant = {k: v for k, v in hard.items() if k in adding}
+    if not relevant:
+        return None
+    status = stored.setdefault("status", {})
+    used = status.setdefault("used", {})
+    current = {
+        k: quota.quantity(used[k]) if k in used else cache_usage().get(k, Fraction(0))
+        for k in relevant
+    }
+    over = [k for k, v in relevant.items() if current[k] + adding[k] > quota.quantity(v)]
+    if over:
+        requested = ",".join(f"{k}={quota.fmt(adding[k])}" for k in over)
+        in_use = ",".join(f"{k}={quota.fmt(current[k])}" for k in over)
+        limited = ",".join(f"{k}={relevant[k]}" for k in over)
+        raise errors.StatusError(
+            403,
+            "Forbidden",
+            f'{attrs.resource.plural} "{attrs.name}" is forbidden: exceeded quota: '
+            f"{name}, requested: {requested}, used: {in_use}, limited: {limited}",
+        )
+    for k in relevant:
+        used[k] = quota.fmt(current[k] + adding[k])
+    status["hard"] = dict(hard)
+    return stored

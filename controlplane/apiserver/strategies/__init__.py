@@ -8,8 +8,8 @@ them in ``pkg/registry/<group>/<kind>/strategy.go``; the others share one of the
 variants in `generic`:
 
 * `StatusResetStrategy`: Deployment, ReplicaSet, DaemonSet, StatefulSet, Job, CronJob,
-  ResourceQuota, CertificateSigningRequest (and, in `core`, Service and
-  ReplicationController);
+  ResourceQuota, PodDisruptionBudget (and, in `core`, Service and ReplicationController;
+  in `certificates`, CertificateSigningRequest, which also records its requester);
 * `NoGenerationStrategy`: Event, Endpoints, EndpointSlice, ConfigMap, Secret, Lease.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from kubelab.api.resources import RESOURCES, Resource
 
-from . import core
+from . import certificates, core
 from .generic import NoGenerationStrategy, StatusResetStrategy, Strategy, now_rfc3339
 
 __all__ = ["Strategy", "for_resource", "now_rfc3339"]
@@ -42,7 +42,11 @@ _STRATEGIES: dict[str, type[Strategy]] = {
     "daemonsets.apps": StatusResetStrategy,
     "jobs.batch": StatusResetStrategy,
     "cronjobs.batch": StatusResetStrategy,
-    "certificatesigningrequests.certificates.k8s.io": StatusResetStrategy,
+    "certificatesigningrequests.certificates.k8s.io": (
+        certificates.CertificateSigningRequestStrategy
+    ),
+    # policy
+    "poddisruptionbudgets.policy": StatusResetStrategy,
     # coordination, discovery
     "leases.coordination.k8s.io": NoGenerationStrategy,
     "endpointslices.discovery.k8s.io": NoGenerationStrategy,

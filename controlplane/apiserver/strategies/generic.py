@@ -85,8 +85,9 @@ class Strategy:
     def generate_name(self, base: str) -> str:
         return generate_name(base)
 
-    def prepare_for_create(self, obj: Object) -> None:
-        """Server-owned fields of a new object: uid, creationTimestamp, generation, status."""
+    def prepare_for_create(self, obj: Object, user: Any = None) -> None:
+        """Server-owned fields of a new object: uid, creationTimestamp, generation, status.
+        `user` (the creator's UserInfo) is for kinds that record who asked."""
         meta = obj.setdefault("metadata", {})
         for owned in _CREATE_OWNED:
             meta.pop(owned, None)
