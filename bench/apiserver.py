@@ -408,8 +408,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--markdown", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-apiserver-") as tmp:
-        # No controller-manager: its informers would add load to the figures measured.
-        plane = LocalControlPlane(Path(tmp), store_members=3, controller_manager=False)
+        # No controller-manager or scheduler: their informers would add load to the
+        # figures measured.
+        plane = LocalControlPlane(
+            Path(tmp), store_members=3, controller_manager=False, scheduler=False
+        )
         print("==> starting a 3-member kubelab store and the apiserver", flush=True)
         plane.start(timeout=120)
         try:

@@ -155,7 +155,8 @@ class _HealthServer(http.server.ThreadingHTTPServer):
 
 
 def _serving_context(args: argparse.Namespace) -> ssl.SSLContext:
-    """The serving certificate given, or a self-signed one made in --cert-dir."""
+    """The serving certificate given, or one made in --cert-dir, signed by a CA of its
+    own (`kube-scheduler-ca.crt` there, for clients that want to verify it)."""
     cert, key = args.tls_cert_file, args.tls_private_key_file
     if cert is None or key is None:
         directory = args.cert_dir or Path(tempfile.mkdtemp(prefix="kube-scheduler-"))
@@ -170,6 +171,7 @@ def _serving_context(args: argparse.Namespace) -> ssl.SSLContext:
                 ip_addresses=["127.0.0.1"],
             )
             pki.write_pair(serving, directory, "kube-scheduler")
+            pki.write_pair(ca, directory, "kube-scheduler-ca")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(str(cert), str(key))

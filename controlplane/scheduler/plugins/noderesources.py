@@ -40,7 +40,7 @@ def insufficient(name: str) -> str:
 def fits(requests: Resources, node: NodeInfo) -> list[str]:
     """The reasons the pod does not fit (empty: it fits)."""
     reasons = []
-    if node.allocatable.pods and len(node.pods) + 1 > node.allocatable.pods:
+    if len(node.pods) + 1 > node.allocatable.pods:
         reasons.append(REASON_TOO_MANY_PODS)
     for name in requests.names():
         if requests.get(name) > node.allocatable.get(name) - node.requested.get(name):
