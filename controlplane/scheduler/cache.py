@@ -200,3 +200,7 @@ class Cache:
     def pod_count(self) -> int:
         with self.lock:
             return len(self._pods)
+
+    def assumed_count(self) -> int:
+        with self.lock:
+            return sum(1 for s in self._pods.values() if s.assumed)

@@ -267,13 +267,21 @@ class Scheduler:
             while not stop.is_set():
                 self.schedule_one(timeout=0.5)
                 if time.monotonic() >= next_cleanup:
-                    for key in self.cache.cleanup_expired():
-                        log.warning("assumed pod %s expired before its binding was seen", key)
+                    self._housekeeping()
                     next_cleanup = time.monotonic() + CLEANUP_PERIOD
         finally:
             self.queue.close()
             self._binder.shutdown(wait=True, cancel_futures=True)
             self.recorder.stop()
+
+    def _housekeeping(self) -> None:
+        """Expire overdue assumed pods; refresh the cache size gauges."""
+        for key in self.cache.cleanup_expired():
+            log.warning("assumed pod %s expired before its binding was seen", key)
+        size = self.metrics.cache_size
+        size.labels("nodes").set(self.cache.node_count())
+        size.labels("pods").set(self.cache.pod_count())
+        size.labels("assumed_pods").set(self.cache.assumed_count())
 
     def schedule_one(self, timeout: float) -> None:
         """One scheduling cycle (module docstring); binding is handed to the pool."""
