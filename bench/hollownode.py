@@ -241,8 +241,13 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(0.2)
     print(f"ready {args.nodes}", flush=True)
     stop.wait()
+    # Closing the clients first makes every request in flight fail as ClientClosed.
+    for client in [*hollow.clients, hollow.status_client]:
+        client.close()
     for _ in workers:
         hollow.reports.put(None)
+    for w in workers:
+        w.join(5)
     return 0
 
 

@@ -29,6 +29,7 @@ pods per topology domain) is done once and not once per node.
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -124,16 +125,35 @@ def pod_labels(pod: Pod) -> Mapping[str, str]:
     return (pod.get("metadata") or {}).get("labels") or {}
 
 
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+"""What scoring counts for a container that requests nothing (kube-scheduler's
+`schedutil.DefaultMilliCPURequest` / `DefaultMemoryRequest`), so that best-effort pods
+still spread."""
+
+
 @dataclass
 class PodInfo:
-    """A pod with what the scheduler computes from it once (its requests)."""
+    """A pod with what the scheduler computes from it once (its requests, and the
+    names of the resources it asks for)."""
 
     pod: Pod
     requests: Resources
+    requested_names: tuple[str, ...] = ()
+    non_zero: tuple[int, int] = (0, 0)
+    """CPU (millicores) and memory as scoring counts them: nothing requested counts as
+    the defaults above."""
+    parsed: dict[str, Any] = field(default_factory=dict)
+    """What plugins parse from the pod once and keep (affinity terms), by plugin name."""
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:
-        return cls(pod, pod_requests(pod))
+        requests = pod_requests(pod)
+        non_zero = (
+            requests.milli_cpu or DEFAULT_MILLI_CPU_REQUEST,
+            requests.memory or DEFAULT_MEMORY_REQUEST,
+        )
+        return cls(pod, requests, tuple(requests.names()), non_zero)
 
     @property
     def key(self) -> str:
@@ -153,18 +173,6 @@ class PodInfo:
         return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
 
 
-DEFAULT_MILLI_CPU_REQUEST = 100
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-"""What scoring counts for a container that requests nothing (kube-scheduler's
-`schedutil.DefaultMilliCPURequest` / `DefaultMemoryRequest`), so that best-effort pods
-still spread."""
-
-
-def non_zero_requests(info: PodInfo) -> tuple[int, int]:
-    r = info.requests
-    return (r.milli_cpu or DEFAULT_MILLI_CPU_REQUEST, r.memory or DEFAULT_MEMORY_REQUEST)
-
-
 @dataclass
 class NodeInfo:
     """A node and the pods on it (bound, or assumed by this scheduler), with their
@@ -181,25 +189,26 @@ class NodeInfo:
     allocatable: Resources = field(default_factory=Resources)
     images: dict[str, int] = field(default_factory=dict)
     """Image name -> size in bytes, from `status.images`."""
-    generation: int = 0
+    name: str = field(init=False)
+    labels: Mapping[str, str] = field(init=False)
+    taints: list[Mapping[str, Any]] = field(init=False)
+    """The node's name, labels and taints, read once: filters ask on every node."""
 
-    @property
-    def name(self) -> str:
-        return str((self.node.get("metadata") or {}).get("name", ""))
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        return (self.node.get("metadata") or {}).get("labels") or {}
+    def __post_init__(self) -> None:
+        meta = self.node.get("metadata") or {}
+        self.name = str(meta.get("name", ""))
+        self.labels = meta.get("labels") or {}
+        self.taints = list((self.node.get("spec") or {}).get("taints") or [])
 
     def set_node(self, node: Node) -> None:
         self.node = node
+        self.__post_init__()
         status = node.get("status") or {}
         self.allocatable = resource_list(status.get("allocatable") or status.get("capacity"))
         self.images = {}
         for image in status.get("images") or []:
             for name in image.get("names") or []:
                 self.images[name] = int(image.get("sizeBytes") or 0)
-        self.generation += 1
 
     def add_pod(self, info: PodInfo) -> None:
         self._account(info, 1)
@@ -213,7 +222,7 @@ class NodeInfo:
 
     def _account(self, info: PodInfo, sign: int) -> None:
         self.requested.add(info.requests, sign)
-        cpu, memory = non_zero_requests(info)
+        cpu, memory = info.non_zero
         self.non_zero_cpu += sign * cpu
         self.non_zero_memory += sign * memory
         for port in host_ports(info.pod):
@@ -222,20 +231,15 @@ class NodeInfo:
                 self.used_ports[port] = count
             else:
                 self.used_ports.pop(port, None)
-        self.generation += 1
 
     def clone(self) -> NodeInfo:
-        return NodeInfo(
-            self.node,
-            dict(self.pods),
-            self.requested.copy(),
-            self.non_zero_cpu,
-            self.non_zero_memory,
-            dict(self.used_ports),
-            self.allocatable,
-            self.images,
-            self.generation,
-        )
+        """A copy whose pods can be changed (preemption's what-if) without touching
+        this one; the node, allocatable and images are shared (never changed in place)."""
+        twin = copy.copy(self)
+        twin.pods = dict(self.pods)
+        twin.requested = self.requested.copy()
+        twin.used_ports = dict(self.used_ports)
+        return twin
 
 
 def host_ports(pod: Pod) -> Iterator[tuple[str, str, int]]:

@@ -49,6 +49,18 @@ from .framework import (
 )
 from .metrics import Metrics
 
+NO_NODES = "no nodes available to schedule pods"
+
+
+def _first_failure(
+    filters: list[FilterPlugin], state: CycleState, pod: PodInfo, node: NodeInfo
+) -> Status:
+    for plugin in filters:
+        status = plugin.filter(state, pod, node)
+        if status is not SUCCESS and not status.ok:
+            return status.by(plugin.name)
+    return SUCCESS
+
 
 class FitError(Exception):
     """No node fits the pod: the statuses of the nodes tried, by node name."""
@@ -67,6 +79,8 @@ class FitError(Exception):
 def summary(total: int, statuses: Mapping[str, Status]) -> str:
     """Kubernetes' "0/5 nodes are available: 2 Insufficient memory, 3 node(s) had
     untolerated taint {...}." (each reason counted over the nodes, sorted)."""
+    if total == 0:
+        return NO_NODES
     counts: dict[str, int] = {}
     for status in statuses.values():
         for reason in status.reasons:
@@ -155,13 +169,10 @@ class Framework:
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """The first failing filter's status, or success."""
-        for plugin in self.filters:
-            if plugin.name in state.skip_filter:
-                continue
-            status = plugin.filter(state, pod, node)
-            if not status.ok:
-                return status.by(plugin.name)
-        return SUCCESS
+        return _first_failure(self._active_filters(state), state, pod, node)
+
+    def _active_filters(self, state: CycleState) -> list[FilterPlugin]:
+        return [p for p in self.filters if p.name not in state.skip_filter]
 
     def _filter_with_nominated(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, nominated: list[PodInfo]
@@ -195,6 +206,7 @@ class Framework:
         wanted = num_feasible_nodes_to_find(len(nodes), self.percentage)
         feasible: list[NodeInfo] = []
         statuses: dict[str, Status] = {}
+        filters = self._active_filters(state)
         with self._timed("Filter"):
             start = self.next_start % len(nodes)
             tried = 0
@@ -205,8 +217,8 @@ class Framework:
                 if node_nominated:
                     status = self._filter_with_nominated(state, pod, node, node_nominated)
                 else:
-                    status = self.run_filters(state, pod, node)
-                if status.ok:
+                    status = _first_failure(filters, state, pod, node)
+                if status is SUCCESS or status.ok:
                     feasible.append(node)
                     if len(feasible) >= wanted:
                         break

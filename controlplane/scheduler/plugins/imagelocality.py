@@ -11,6 +11,7 @@ from typing import Any
 
 from ..framework import (
     MAX_NODE_SCORE,
+    SKIP,
     SUCCESS,
     CycleState,
     Handle,
@@ -51,6 +52,9 @@ class ImageLocality:
         snapshot: Snapshot = self.handle.snapshot
         total = max(snapshot.node_count(), 1)
         spread = {image: snapshot.nodes_with_image(image) / total for image in images}
+        if not any(spread.values()):
+            state.skip_score.add(NAME)  # no node has them: every node would score 0
+            return SKIP
         state.write(NAME, (images, spread))
         return SUCCESS
 

@@ -129,7 +129,10 @@ def compute(pod: Pod, snapshot: Snapshot) -> PreFilterState:
                 if t.matches(info.pod):
                     _count(state.anti_affinity_counts, node, t.topology_key)
     for node, info in snapshot.pods_with_affinity():
-        for t in terms(info.pod, "podAntiAffinity", REQUIRED):
+        placed_anti = info.parsed.get(NAME)
+        if placed_anti is None:
+            placed_anti = info.parsed[NAME] = terms(info.pod, "podAntiAffinity", REQUIRED)
+        for t in placed_anti:
             if t.matches(pod):
                 _count(state.existing_anti_affinity, node, t.topology_key)
     return state

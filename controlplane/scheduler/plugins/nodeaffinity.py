@@ -11,6 +11,7 @@ from typing import Any
 from kubelab.api.podscheduling import node_selector_term_matches, required_node_affinity_matches
 
 from ..framework import (
+    SKIP,
     SUCCESS,
     CycleState,
     Handle,
@@ -18,6 +19,7 @@ from ..framework import (
     NodeInfo,
     Pod,
     PodInfo,
+    Snapshot,
     Status,
     normalize_reverse,
     unresolvable,
@@ -45,15 +47,41 @@ def preference_score(terms: list[Mapping[str, Any]], node: Node) -> int:
     )
 
 
+def constrained(pod: Pod) -> bool:
+    """Whether the pod has a nodeSelector or required node affinity to check."""
+    spec = pod.get("spec") or {}
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    return bool(
+        spec.get("nodeSelector")
+        or node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+
+
 class NodeAffinity:
     name = NAME
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        if not constrained(pod.pod):
+            state.skip_filter.add(NAME)
+            return SKIP
+        return SUCCESS
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        terms = preferred_terms(pod.pod)
+        if not terms:
+            state.skip_score.add(NAME)
+            return SKIP
+        state.write(NAME, terms)
+        return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         return SUCCESS if fits(pod.pod, node.node) else unresolvable(ERR_REASON_POD)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        terms = preferred_terms(pod.pod)
-        return preference_score(terms, node.node) if terms else 0
+        terms = state.read(NAME)
+        if terms is None:
+            terms = preferred_terms(pod.pod)
+        return preference_score(terms, node.node)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         normalize_reverse(scores, reverse=False)

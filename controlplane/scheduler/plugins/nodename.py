@@ -8,7 +8,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..framework import SUCCESS, CycleState, Handle, NodeInfo, Pod, PodInfo, Status, unresolvable
+from ..framework import (
+    SKIP,
+    SUCCESS,
+    CycleState,
+    Handle,
+    NodeInfo,
+    Pod,
+    PodInfo,
+    Snapshot,
+    Status,
+    unresolvable,
+)
 
 NAME = "NodeName"
 ERR_REASON = "node(s) didn't match the requested node name"
@@ -21,6 +32,12 @@ def fits(pod: Pod, node_name: str) -> bool:
 
 class NodeName:
     name = NAME
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
+        if not (pod.pod.get("spec") or {}).get("nodeName"):
+            state.skip_filter.add(NAME)
+            return SKIP
+        return SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         return SUCCESS if fits(pod.pod, node.name) else unresolvable(ERR_REASON)

@@ -10,7 +10,7 @@ nodes 1 and 3 are then ranked, node 3 with less in use scoring higher.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubelab.api.podscheduling import CPU, MEMORY, Resources
@@ -23,7 +23,6 @@ from ..framework import (
     NodeInfo,
     PodInfo,
     Status,
-    non_zero_requests,
     unschedulable,
 )
 
@@ -37,12 +36,13 @@ def insufficient(name: str) -> str:
     return f"Insufficient {name}"
 
 
-def fits(requests: Resources, node: NodeInfo) -> list[str]:
-    """The reasons the pod does not fit (empty: it fits)."""
+def fits(requests: Resources, node: NodeInfo, names: Iterable[str] | None = None) -> list[str]:
+    """The reasons the pod does not fit (empty: it fits); `names`: the resources it
+    requests, if known already."""
     reasons = []
     if len(node.pods) + 1 > node.allocatable.pods:
         reasons.append(REASON_TOO_MANY_PODS)
-    for name in requests.names():
+    for name in requests.names() if names is None else names:
         if requests.get(name) > node.allocatable.get(name) - node.requested.get(name):
             reasons.append(insufficient(name))
     return reasons
@@ -59,11 +59,10 @@ def allocation_score(requested: int, allocatable: int, most: bool) -> int:
 def requested_after(pod: PodInfo, node: NodeInfo, name: str) -> int:
     """What the node's pods would request of `name` with the pod on it, counting a
     request of nothing as the scheduler's defaults (so best-effort pods still spread)."""
-    cpu, memory = non_zero_requests(pod)
     if name == CPU:
-        return node.non_zero_cpu + cpu
+        return node.non_zero_cpu + pod.non_zero[0]
     if name == MEMORY:
-        return node.non_zero_memory + memory
+        return node.non_zero_memory + pod.non_zero[1]
     return node.requested.get(name) + pod.requests.get(name)
 
 
@@ -75,7 +74,7 @@ class NodeResourcesFit:
         self.resources = resources
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        reasons = fits(pod.requests, node)
+        reasons = fits(pod.requests, node, pod.requested_names)
         return unschedulable(*reasons) if reasons else SUCCESS
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:

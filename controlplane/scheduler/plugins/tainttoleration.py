@@ -59,11 +59,13 @@ class TaintToleration:
     name = NAME
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if not node.taints:
+            return SUCCESS
         taint = fits(pod.pod, node.node)
         return SUCCESS if taint is None else unresolvable(untolerated_reason(taint))
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        return intolerable_preferences(pod.pod, node.node)
+        return intolerable_preferences(pod.pod, node.node) if node.taints else 0
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> None:
         normalize_reverse(scores, reverse=True)
