@@ -19,6 +19,7 @@ Informer events wait for the cycle to finish.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -56,6 +57,7 @@ class Cache:
         self._image_nodes: dict[str, int] = {}
         self._affinity_pods: dict[str, _PodState] = {}
         self._assumed_ttl = assumed_ttl
+        self._finished: collections.deque[tuple[str, float]] = collections.deque()
         self._clock = clock
 
     # -- Snapshot ------------------------------------------------------------------------
@@ -144,11 +146,10 @@ class Cache:
         return info
 
     def finish_binding(self, pod: Pod) -> None:
-        """The binding succeeded: the assumption now waits for the watch, for a while."""
-        with self.lock:
-            state = self._pods.get(pod_uid(pod))
-            if state is not None and state.assumed:
-                state.deadline = self._clock() + self._assumed_ttl
+        """The binding succeeded: the assumption now waits for the watch, for a while.
+        Noted without the lock (a binding thread must not wait for a scheduling cycle);
+        `cleanup_expired` applies it."""
+        self._finished.append((pod_uid(pod), self._clock() + self._assumed_ttl))
 
     def forget(self, pod: Pod) -> None:
         """The binding failed: take the assumed pod off its node."""
@@ -184,6 +185,11 @@ class Cache:
         """Forget assumed pods whose confirmation is overdue; their keys."""
         now = self._clock()
         with self.lock:
+            while self._finished:
+                uid, deadline = self._finished.popleft()
+                state = self._pods.get(uid)
+                if state is not None and state.assumed:
+                    state.deadline = deadline
             expired = [
                 uid
                 for uid, s in self._pods.items()

@@ -128,12 +128,17 @@ def compute(pod: Pod, snapshot: Snapshot) -> PreFilterState:
             for t in anti:
                 if t.matches(info.pod):
                     _count(state.anti_affinity_counts, node, t.topology_key)
+    # Pods of one workload share their terms: each distinct term is matched once.
+    nodes_by_term: dict[Term, list[NodeInfo]] = {}
     for node, info in snapshot.pods_with_affinity():
         placed_anti = info.parsed.get(NAME)
         if placed_anti is None:
             placed_anti = info.parsed[NAME] = terms(info.pod, "podAntiAffinity", REQUIRED)
         for t in placed_anti:
-            if t.matches(pod):
+            nodes_by_term.setdefault(t, []).append(node)
+    for t, nodes in nodes_by_term.items():
+        if t.matches(pod):
+            for node in nodes:
                 _count(state.existing_anti_affinity, node, t.topology_key)
     return state
 
