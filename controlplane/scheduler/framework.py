@@ -143,6 +143,10 @@ class PodInfo:
     non_zero: tuple[int, int] = (0, 0)
     """CPU (millicores) and memory as scoring counts them: nothing requested counts as
     the defaults above."""
+    label_key: tuple[str, frozenset[tuple[str, str]]] = ("", frozenset())
+    """(namespace, labels): what a pod selector looks at. Pods of one workload share it,
+    so a selector's verdict can be remembered per key within a cycle."""
+    terminating: bool = False
     parsed: dict[str, Any] = field(default_factory=dict)
     """What plugins parse from the pod once and keep (affinity terms), by plugin name."""
 
@@ -153,7 +157,19 @@ class PodInfo:
             requests.milli_cpu or DEFAULT_MILLI_CPU_REQUEST,
             requests.memory or DEFAULT_MEMORY_REQUEST,
         )
-        return cls(pod, requests, tuple(requests.names()), non_zero)
+        meta = pod.get("metadata") or {}
+        label_key = (
+            str(meta.get("namespace") or ""),
+            frozenset((meta.get("labels") or {}).items()),
+        )
+        return cls(
+            pod,
+            requests,
+            tuple(requests.names()),
+            non_zero,
+            label_key,
+            bool(meta.get("deletionTimestamp")),
+        )
 
     @property
     def key(self) -> str:

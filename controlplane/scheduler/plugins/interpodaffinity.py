@@ -58,6 +58,14 @@ class Term:
     topology_key: str
     weight: int = 0
 
+    def __hash__(self) -> int:
+        # Computed once: terms are grouped by value on every cycle.
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.selector, self.namespaces, self.topology_key, self.weight))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     def matches(self, pod: Pod) -> bool:
         namespace = (pod.get("metadata") or {}).get("namespace", "")
         if self.namespaces is not None and namespace not in self.namespaces:
@@ -121,12 +129,20 @@ def compute(pod: Pod, snapshot: Snapshot) -> PreFilterState:
     anti = terms(pod, "podAntiAffinity", REQUIRED)
     state = PreFilterState(affinity, anti, {}, {}, {})
     if affinity or anti:
+        # Verdicts per (namespace, labels): a workload's pods share them.
+        memo: dict[tuple[str, frozenset[tuple[str, str]]], tuple[bool, list[bool]]] = {}
         for node, info in _pods(snapshot.node_infos()):
-            if affinity and all(t.matches(info.pod) for t in affinity):
+            verdict = memo.get(info.label_key)
+            if verdict is None:
+                verdict = memo[info.label_key] = (
+                    bool(affinity) and all(t.matches(info.pod) for t in affinity),
+                    [t.matches(info.pod) for t in anti],
+                )
+            if verdict[0]:
                 for t in affinity:
                     _count(state.affinity_counts, node, t.topology_key)
-            for t in anti:
-                if t.matches(info.pod):
+            for t, hit in zip(anti, verdict[1], strict=True):
+                if hit:
                     _count(state.anti_affinity_counts, node, t.topology_key)
     # Pods of one workload share their terms: each distinct term is matched once.
     nodes_by_term: dict[Term, list[NodeInfo]] = {}

@@ -67,20 +67,30 @@ def constraints(pod: Pod) -> list[Constraint]:
     return out
 
 
-def count_matching(node: NodeInfo, namespace: str, selector: Selector) -> int:
-    return sum(
-        1
-        for info in node.pods.values()
-        if (info.pod.get("metadata") or {}).get("namespace") == namespace
-        and not (info.pod.get("metadata") or {}).get("deletionTimestamp")
-        and selector.matches(pod_labels(info.pod))
-    )
+Verdicts = dict[tuple[str, frozenset[tuple[str, str]]], bool]
+
+
+def count_matching(node: NodeInfo, namespace: str, selector: Selector, memo: Verdicts) -> int:
+    """The node's pods (not terminating) in `namespace` that `selector` selects; `memo`
+    keeps the verdict per (namespace, labels), which a workload's pods share."""
+    count = 0
+    for info in node.pods.values():
+        if info.terminating:
+            continue
+        verdict = memo.get(info.label_key)
+        if verdict is None:
+            verdict = memo[info.label_key] = info.label_key[0] == namespace and selector.matches(
+                pod_labels(info.pod)
+            )
+        count += verdict
+    return count
 
 
 def domain_counts(pod: Pod, cs: list[Constraint], nodes: list[NodeInfo]) -> list[dict[str, int]]:
     """Per constraint: matching pods per domain value, over the eligible nodes."""
     namespace = (pod.get("metadata") or {}).get("namespace", "")
     counts: list[dict[str, int]] = [{} for _ in cs]
+    memos: list[Verdicts] = [{} for _ in cs]
     for node in nodes:
         labels = node.labels
         if not all(c.topology_key in labels for c in cs):
@@ -89,7 +99,8 @@ def domain_counts(pod: Pod, cs: list[Constraint], nodes: list[NodeInfo]) -> list
             continue
         for i, c in enumerate(cs):
             value = labels[c.topology_key]
-            counts[i][value] = counts[i].get(value, 0) + count_matching(node, namespace, c.selector)
+            matching = count_matching(node, namespace, c.selector, memos[i])
+            counts[i][value] = counts[i].get(value, 0) + matching
     return counts
 
 
