@@ -48,9 +48,9 @@ from typing import Any
 import requests
 
 from bench import cpu_seconds
-from controlplane.localplane import LocalControlPlane
 from kubelab.api.podscheduling import pod_requests, required_node_affinity_matches, resource_list
 from kubelab.client import RestClient, load_config, resource_for
+from lab.localplane import LocalControlPlane
 
 PODS = resource_for("v1", "Pod")
 NAMESPACES = resource_for("v1", "Namespace")

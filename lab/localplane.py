@@ -8,7 +8,7 @@ lays them out.
                         sa.key/sa.pub (service-account token signing)
     .lab/admin.conf     kubeconfig for the real kubectl (O=system:masters)
     .lab/controller-manager.conf, .lab/scheduler.conf   their kubeconfigs
-    .lab/store/         the store's members (see `controlplane.store.localcluster`)
+    .lab/store/         the store's members (see `lab.localcluster`)
     .lab/apiserver.log  the apiserver's log; .lab/audit.log its audit log
     .lab/controller-manager.log, .lab/scheduler.log     their logs
     .lab/*.pid          the processes `make up` started, for `make down`
@@ -38,9 +38,9 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from controlplane.store.localcluster import LocalCluster, free_port, pid_alive
 from kubelab import pki
 from kubelab.client import write_kubeconfig
+from lab.localcluster import LocalCluster, free_port, pid_alive
 
 
 class StartError(RuntimeError):
