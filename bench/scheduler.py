@@ -2,8 +2,9 @@
 control plane on this machine (the scheduling issue's benchmark).
 
 It starts a `LocalControlPlane` (a 1-member store, the apiserver, the controller-manager
-and the scheduler) and the stand-in hollow nodes (`bench/hollownode.py`: one process,
-500 nodes, each with its Lease and its own pod watch), then creates, from 16 threads:
+and the scheduler) and the hollow nodes (`bench/hollownode.py`: one process hosting 500
+real kubelets on the in-memory runtime, each with its Lease, its own pod watch and its
+pods' status), then creates, from 16 threads:
 
 * 3,000 pods of one app (`app=web`), as a Deployment of 3,000 would. The Deployment
   and ReplicaSet controllers have not landed on this branch, so the pods are created
@@ -229,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
         plane.start(timeout=120)
         hollow: subprocess.Popen[str] | None = None
         try:
-            print(f"==> starting {args.nodes} hollow nodes (stand-in, bench/hollownode.py)")
+            print(f"==> starting {args.nodes} hollow nodes (kubelets, in-memory runtime)")
             hollow = subprocess.Popen(
                 [
                     sys.executable,
