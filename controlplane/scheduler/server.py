@@ -23,10 +23,15 @@ kube-scheduler's:
 
 Leadership. Several schedulers may run for availability; only the holder of the Lease
 kube-system/kube-scheduler schedules, since two would make conflicting decisions from
-caches that do not know of each other's assumed pods. As kube-scheduler does, a
-scheduler that loses its lease exits (status 1) instead of scheduling on: by then
-another may be leading. SIGTERM or SIGINT stops scheduling, releases the lease and
-exits 0.
+caches that do not know of each other's assumed pods. A scheduler that loses its lease
+stops scheduling at once (by then another may be leading). SIGTERM or SIGINT stops
+scheduling, releases the lease and exits 0.
+
+A departure, the controller-manager's: kube-scheduler exits when it loses its lease and
+counts on its supervisor (the kubelet running its static pod) to start it again. A
+local control plane has no supervisor, so this scheduler campaigns again in-process,
+and a new term builds a new Scheduler (informers, cache, queue): nothing of the lost
+term carries over.
 
 Departure: the HTTPS endpoints need no authentication here (kube-scheduler delegates
 /metrics' authorization to the apiserver); they carry no secrets.
@@ -44,12 +49,13 @@ import sys
 import tempfile
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from kubelab import pki
-from kubelab.client import KubeconfigError, LeaderElector, RestClient, load_config
+from kubelab.client import ClientConfig, KubeconfigError, LeaderElector, RestClient, load_config
 from kubelab.flags import duration, flag_bool
 
 from .config import ConfigError, SchedulerConfig, load
@@ -202,13 +208,11 @@ class _Term:
         metrics: Metrics,
         identity: str,
         bind_workers: int,
-        ready: threading.Event,
     ) -> None:
         self.args = (client, config, metrics)
         self.event_client = event_client
         self.identity = identity
         self.bind_workers = bind_workers
-        self.ready = ready
         self.led = threading.Event()
         self.failed = False
 
@@ -228,6 +232,50 @@ class _Term:
         except Exception:
             self.failed = True
             log.exception("the scheduler failed")
+
+
+def _campaign(
+    settings: Settings,
+    client_config: ClientConfig,
+    identity: str,
+    new_term: Callable[[], _Term],
+    stop: threading.Event,
+) -> int:
+    """Campaign, lead, and campaign again after a lost lease, until `stop` is set; the
+    exit status (1 if scheduling failed)."""
+    lease = f"{settings.lease_namespace}/{settings.lease_name}"
+    # A client of its own, whose requests time out well within the renew deadline.
+    election_client = RestClient(
+        client_config,
+        user_agent="kube-scheduler/leader-election",
+        timeout=settings.renew_deadline / 4,
+        max_retries=0,
+    )
+    try:
+        while not stop.is_set():
+            term = new_term()
+            elector = LeaderElector(
+                election_client,
+                name=settings.lease_name,
+                namespace=settings.lease_namespace,
+                identity=identity,
+                on_started_leading=term.lead,
+                on_stopped_leading=lambda: None,
+                on_new_leader=lambda who: log.info("the leader of %s is %s", lease, who),
+                lease_duration=settings.lease_duration,
+                renew_deadline=settings.renew_deadline,
+                retry_period=settings.retry_period,
+                stop_timeout=STOP_TIMEOUT,
+            )
+            log.info("campaigning for the lease %s as %s", lease, identity)
+            elector.run(stop)
+            if term.failed:
+                return 1
+            if term.led.is_set() and not stop.is_set():
+                log.warning("leaderelection lost: %s is no longer ours; campaigning again", lease)
+    finally:
+        election_client.close()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,7 +316,10 @@ def main(argv: list[str] | None = None) -> int:
         client_config, user_agent=ua + "scheduler", qps=settings.qps, burst=settings.burst
     )
     event_client = RestClient(client_config, user_agent=ua + "events", qps=settings.qps)
-    term = _Term(client, event_client, config, metrics, identity, args.bind_workers, ready)
+
+    def new_term() -> _Term:
+        return _Term(client, event_client, config, metrics, identity, args.bind_workers)
+
     ready.set()
     log.info(
         "profiles: %s; apiserver %s",
@@ -278,36 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     try:
         if not settings.leader_elect:
+            term = new_term()
             term.lead(stop)
+            status = 1 if term.failed else 0
         else:
-            lease = f"{settings.lease_namespace}/{settings.lease_name}"
-            election_client = RestClient(
-                client_config,
-                user_agent=ua + "leader-election",
-                timeout=settings.renew_deadline / 4,
-                max_retries=0,
-            )
-            elector = LeaderElector(
-                election_client,
-                name=settings.lease_name,
-                namespace=settings.lease_namespace,
-                identity=identity,
-                on_started_leading=term.lead,
-                on_stopped_leading=lambda: None,
-                on_new_leader=lambda who: log.info("the leader of %s is %s", lease, who),
-                lease_duration=settings.lease_duration,
-                renew_deadline=settings.renew_deadline,
-                retry_period=settings.retry_period,
-                stop_timeout=STOP_TIMEOUT,
-            )
-            log.info("campaigning for the lease %s as %s", lease, identity)
-            elector.run(stop)
-            election_client.close()
-            if term.led.is_set() and not stop.is_set():
-                log.error("leaderelection lost: %s is no longer ours; exiting", lease)
-                status = 1
-        if term.failed:
-            status = 1
+            status = _campaign(settings, client_config, identity, new_term, stop)
     finally:
         client.close()
         event_client.close()
