@@ -37,6 +37,7 @@ import argparse
 import concurrent.futures
 import random
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -359,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         "--rate", type=float, default=0.0, help="pods created per second (0: as fast as they go)"
     )
     p.add_argument("--markdown", action="store_true")
+    # SIGTERM unwinds like Ctrl-C, so the control plane and hollow nodes are stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     return run(p.parse_args(argv))
 
 

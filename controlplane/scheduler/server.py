@@ -244,11 +244,13 @@ def _campaign(
     """Campaign, lead, and campaign again after a lost lease, until `stop` is set; the
     exit status (1 if scheduling failed)."""
     lease = f"{settings.lease_namespace}/{settings.lease_name}"
-    # A client of its own, whose requests time out well within the renew deadline.
+    # A client of its own, whose requests time out within the renew deadline, leaving
+    # time for a second attempt: an apiserver that answers in seconds under load should
+    # not cost the lease.
     election_client = RestClient(
         client_config,
         user_agent="kube-scheduler/leader-election",
-        timeout=settings.renew_deadline / 4,
+        timeout=settings.renew_deadline / 2.5,
         max_retries=0,
     )
     try:
