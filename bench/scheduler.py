@@ -258,7 +258,11 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if hollow is not None:
                 hollow.terminate()
-                hollow.wait(30)
+                try:
+                    hollow.wait(30)
+                except subprocess.TimeoutExpired:
+                    hollow.kill()
+                    hollow.wait()
             plane.stop()
 
 
