@@ -197,7 +197,7 @@ def serve_health(
     return server
 
 
-class _Term:
+class Term:
     """One term of leadership: a fresh Scheduler run until leadership ends."""
 
     def __init__(
@@ -234,11 +234,11 @@ class _Term:
             log.exception("the scheduler failed")
 
 
-def _campaign(
+def campaign(
     settings: Settings,
     client_config: ClientConfig,
     identity: str,
-    new_term: Callable[[], _Term],
+    new_term: Callable[[], Term],
     stop: threading.Event,
 ) -> int:
     """Campaign, lead, and campaign again after a lost lease, until `stop` is set; the
@@ -319,8 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     event_client = RestClient(client_config, user_agent=ua + "events", qps=settings.qps)
 
-    def new_term() -> _Term:
-        return _Term(client, event_client, config, metrics, identity, args.bind_workers)
+    def new_term() -> Term:
+        return Term(client, event_client, config, metrics, identity, args.bind_workers)
 
     ready.set()
     log.info(
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             term.lead(stop)
             status = 1 if term.failed else 0
         else:
-            status = _campaign(settings, client_config, identity, new_term, stop)
+            status = campaign(settings, client_config, identity, new_term, stop)
     finally:
         client.close()
         event_client.close()
