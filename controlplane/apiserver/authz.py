@@ -485,6 +485,7 @@ BOOTSTRAP_POLICY: list[Object] = [
                 ],
                 _READ,
             ),
+            _rule([""], ["pods"], ["delete"]),  # preemption's victims
             _rule([""], ["pods/binding", "bindings"], ["create"]),
             _rule([""], ["pods/status"], ["patch", "update"]),
             _rule([""], ["events"], ["create", "patch", "update"]),

@@ -378,6 +378,7 @@ class Registry:
     ) -> Object:
         """`matches` replaces the selectors of `opts` (a converted view filters its own
         form of the objects)."""
+        index_value = self._index_value(r, opts, matches)
         matches = matches or self.matcher(r, opts)
         prefix = r.collection_prefix(namespace)
         exact = opts.resource_version_match == "Exact"
@@ -403,7 +404,7 @@ class Registry:
                 else self._store_call(self.revisions.current)
             )
             self._wait_fresh(wanted)
-        items, revision = self.cacher.list_objects(r, prefix, matches)
+        items, revision = self.cacher.list_objects(r, prefix, matches, index_value)
         return self._list_body(r, ListResult(items, revision))
 
     def _list_body(self, r: Resource, res: ListResult) -> Object:
@@ -427,6 +428,7 @@ class Registry:
         matches: Filter | None = None,
     ) -> WatchStream:
         """Watch events as Kubernetes sends them: {"type": ..., "object": ...}."""
+        index_value = self._index_value(r, opts, matches)
         matches = matches or self.matcher(r, opts)
         prefix = r.collection_prefix(namespace)
         since: int | None = None
@@ -436,7 +438,7 @@ class Registry:
         elif opts.resource_version == "":
             self._wait_fresh(self._store_call(self.revisions.current))
         try:
-            watcher, first, revision = self.cacher.watch(r, prefix, matches, since)
+            watcher, first, revision = self.cacher.watch(r, prefix, matches, since, index_value)
         except TooOldResourceVersion as exc:
             raise errors.gone(str(exc)) from None
         timeout = opts.timeout_seconds if opts.timeout_seconds else 1800
@@ -950,6 +952,17 @@ class Registry:
             )
 
         return matches
+
+    def _index_value(self, r: Resource, opts: ListOptions, custom: Filter | None) -> str | None:
+        """The value the field selector of `opts` pins the watch cache's indexed field of
+        `r` to (pods: `spec.nodeName`); None without one, or with a `custom` filter in
+        place of the selectors."""
+        if custom is not None or not opts.field_selector:
+            return None
+        field = self.cacher.cache_for(r).index_field
+        if field is None:
+            return None
+        return selectors.parse_field_selector(opts.field_selector, r).requires_exact_match(field)
 
     def _wait_fresh(self, revision: int) -> None:
         try:

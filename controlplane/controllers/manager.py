@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import signal
 import socket
 import sys
@@ -86,6 +85,7 @@ from kubelab.client import (
     RestClient,
     load_config,
 )
+from kubelab.flags import duration, flag_bool
 
 from . import (
     certificates,
@@ -195,27 +195,6 @@ def runnable_controllers(args: argparse.Namespace) -> tuple[str, ...]:
         for name in enabled_controllers(args.controllers)
         if name not in SETTINGS_CHECKS or SETTINGS_CHECKS[name](args)
     )
-
-
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_SECONDS_PER = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def duration(text: str) -> float:
-    """A duration as Go writes it ("15s", "1m30s", "500ms"), in seconds."""
-    if not _DURATION.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 15s or 1m30s")
-    return sum(float(n) * _SECONDS_PER[unit] for n, unit in _DURATION_PART.findall(text))
-
-
-def flag_bool(text: str) -> bool:
-    """A boolean flag's value, spelled as Go's flag package accepts it."""
-    if text in ("1", "t", "T", "true", "TRUE", "True"):
-        return True
-    if text in ("0", "f", "F", "false", "FALSE", "False"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
