@@ -62,6 +62,8 @@ NODE_VENV = "/opt/kubelab/venv"
 NODE_SOURCE = "/opt/kubelab/src"
 # What of the repository the node needs: the packages, not tests, docs or benchmarks.
 SOURCE_PACKAGES = ("kubelab", "controlplane", "agents", "lab")
+# kubelab's node services (runit service directories), in the fast layer with the source.
+NODE_SERVICES = IMAGES_DIR / "node" / "services"
 
 
 class BuildError(RuntimeError):
@@ -357,7 +359,8 @@ def runtime_dependencies() -> list[str]:
 
 
 def node_base_inputs() -> Iterator[tuple[str, bytes]]:
-    yield from files_under(IMAGES_DIR / "node")
+    yield "packages", (IMAGES_DIR / "node" / "packages").read_bytes()
+    yield from files_under(IMAGES_DIR / "node" / "rootfs")
     yield "apt", candidate_versions(package_list(IMAGES_DIR / "node" / "packages"))
     yield "pip", "\n".join(runtime_dependencies()).encode()
 
@@ -427,13 +430,17 @@ def make_node_base(builder: Builder, work: Path, digest: str) -> None:
 def node_inputs() -> Iterator[tuple[str, bytes]]:
     for package in SOURCE_PACKAGES:
         yield from files_under(ROOT / package)
+    yield from files_under(NODE_SERVICES)
 
 
 def make_node(builder: Builder, work: Path, digest: str) -> None:
     """The base plus kubelab's source: a COPY-only Dockerfile, seconds to build."""
     base = builder.tags("node-base")[0]
     dockerfile = (
-        f'FROM {base}\nCOPY src/ {NODE_SOURCE}/\nLABEL {DIGEST_LABEL}="{digest}"\n'
+        f"FROM {base}\n"
+        f"COPY src/ {NODE_SOURCE}/\n"
+        "COPY services/ /etc/service/\n"
+        f'LABEL {DIGEST_LABEL}="{digest}"\n'
     ).encode()
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
@@ -446,6 +453,9 @@ def make_node(builder: Builder, work: Path, digest: str) -> None:
                 arcname=f"src/{package}",
                 filter=lambda item: None if "__pycache__" in item.name else item,
             )
+        for service in sorted(NODE_SERVICES.iterdir()):
+            if service.is_dir():
+                tar.add(service, arcname=f"services/{service.name}")
     context.seek(0)
     try:
         builder.client.images.build(

@@ -108,6 +108,13 @@ class Node:
         """A shell script in the node; its stdout as text."""
         return self.exec("sh", "-c", script, check=check, timeout=timeout).stdout.decode()
 
+    def write_file(self, path: str, data: bytes, mode: int = 0o600) -> None:
+        """Write a file in the node (its folder made), readable by root only by default."""
+        self.exec(
+            "sh", "-c", f'mkdir -p "$(dirname {path})" && cat > {path} && chmod {mode:o} {path}',
+            input=data,
+        )  # fmt: skip
+
     def wait_ready(self, timeout: float = 60) -> None:
         """Until the node's dockerd answers; the node's logs are in the error if it never does."""
         deadline = time.monotonic() + timeout

@@ -58,7 +58,7 @@ def test_a_nodes_containers_nest_under_the_nodes_cgroup(node_cluster: NodeCluste
     )
     try:
         # The host's view: the inner container's memory cgroup below the node's own.
-        node_cgroup = Path("/sys/fs/cgroup/memory/docker") / node.container.id
+        node_cgroup = Path("/sys/fs/cgroup/memory/docker") / str(node.container.id)
         limit = node_cgroup / "docker" / inner / "memory.limit_in_bytes"
         assert limit.read_text().strip() == str(32 * 1024 * 1024)
     finally:
