@@ -13,11 +13,14 @@ it, and nodes name it `kubernetes`, a name in its serving certificate.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import docker
@@ -25,12 +28,29 @@ import docker.errors
 import pytest
 
 from controlplane.localplane import LocalControlPlane
-from kubelab.client import RestClient, load_kubeconfig, write_kubeconfig
+from kubelab.client import RestClient, load_kubeconfig, resource_for, write_kubeconfig
 from lab.images import BUSYBOX_IMAGE, PAUSE_IMAGE, Builder
 from lab.nodes import Node, NodeCluster
 from lab.relay import Relay
 
 NODE_COUNT = 2
+NODES = resource_for("v1", "Node")
+POD_NETWORK = "kubelab-pods"
+NETWORK_KUBECONFIG = "/etc/kubelab/network.conf"
+# busybox's httpd answers a CGI request with the address the request came from.
+ECHO_ADDRESS = (
+    "mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\n"
+    "echo $REMOTE_ADDR\\n' > /www/cgi-bin/ip && chmod +x /www/cgi-bin/ip && "
+    "exec httpd -f -p 8080 -h /www"
+)
+
+
+def caller(remote_addr: str) -> str:
+    """httpd's REMOTE_ADDR ("[::ffff:10.244.0.2]" on its dual-stack socket) as IPv4."""
+    address = ipaddress.ip_address(remote_addr.strip().strip("[]"))
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        return str(address.ipv4_mapped)
+    return str(address)
 
 
 def docker_client() -> docker.DockerClient:
@@ -124,3 +144,72 @@ def node_api(
     finally:
         relay.stop()
         plane.stop()
+
+
+def until(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def register(api: NodeAPI, cluster: NodeCluster, node: Node) -> None:
+    """The Node as the kubelet registers it, with the podCIDR node IPAM would give it."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node.name},
+        "spec": {"podCIDR": cluster.pod_cidr(node), "podCIDRs": [cluster.pod_cidr(node)]},
+    }
+    created = api.client.create(NODES, body)
+    created["status"] = {"addresses": [{"type": "InternalIP", "address": node.ip}]}
+    api.client.update_status(NODES, created)
+
+
+def pod_network(cluster: NodeCluster, node: Node) -> None:
+    """The pods' bridge as the kubelet makes it: the node's podCIDR, no masquerade."""
+    cidr = ipaddress.ip_network(cluster.pod_cidr(node))
+    node.exec(
+        "docker", "network", "create", "--subnet", str(cidr),
+        "--gateway", str(cidr.network_address + 1),
+        "-o", "com.docker.network.bridge.name=cbr0",
+        "-o", "com.docker.network.bridge.enable_ip_masquerade=false", POD_NETWORK,
+    )  # fmt: skip
+
+
+def routes(node: Node) -> str:
+    return node.sh("ip route show proto 201")
+
+
+def has_route(node: Node, cidr: str) -> bool:
+    return cidr in routes(node)
+
+
+@pytest.fixture(scope="session")
+def pod_network_up(node_cluster: NodeCluster, node_api: NodeAPI) -> Iterator[list[Node]]:
+    nodes = node_cluster.nodes[:2]
+    for node in nodes:
+        register(node_api, node_cluster, node)
+        node_api.install(node, NETWORK_KUBECONFIG)
+        pod_network(node_cluster, node)
+        node.exec("sv", "up", "kubelab-network")
+    try:
+        for node, other in ((nodes[0], nodes[1]), (nodes[1], nodes[0])):
+            until(partial(has_route, node, node_cluster.pod_cidr(other)), f"{node.name}'s routes")
+        yield nodes
+    finally:
+        for node in nodes:
+            node.exec("sv", "down", "kubelab-network", check=False)
+            node.exec("sh", "-c", "docker rm -f $(docker ps -aq)", check=False)
+            node.exec("docker", "network", "rm", POD_NETWORK, check=False)
+            node_api.client.delete(NODES, node.name)
+
+
+def echo_server(node: Node) -> str:
+    """A pod on `node` answering with its caller's address; its pod IP."""
+    run = ["docker", "run", "-d", "--network", POD_NETWORK, BUSYBOX_IMAGE, "sh", "-c"]
+    server = node.exec(*run, ECHO_ADDRESS).stdout.decode().strip()
+    template = f'{{{{(index .NetworkSettings.Networks "{POD_NETWORK}").IPAddress}}}}'
+    return node.sh(f"docker inspect -f '{template}' {server}").strip()

@@ -1,0 +1,121 @@
+"""kube-proxy in nodes: a Service's rules appear on every node and carry traffic (a
+ClusterIP from a pod on another node, a NodePort from the host), and once the Service
+is deleted no rule of it is left; `--cleanup` removes every chain of kube-proxy."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agents.proxy.rules import chain_name
+from kubelab.client import resource_for
+from lab.images import BUSYBOX_IMAGE
+from lab.nodes import Node
+from tests.node.conftest import POD_NETWORK, NodeAPI, caller, echo_server, until
+
+SERVICES = resource_for("v1", "Service")
+SLICES = resource_for("discovery.k8s.io/v1", "EndpointSlice")
+NAMESPACES = resource_for("v1", "Namespace")
+PROXY_KUBECONFIG = "/etc/kubelab/proxy.conf"
+NAMESPACE = "proxy-test"
+
+
+def nat(node: Node) -> str:
+    return node.sh("iptables-save -t nat")
+
+
+@pytest.fixture(scope="module")
+def proxies(node_api: NodeAPI, pod_network_up: list[Node]) -> Iterator[list[Node]]:
+    node_api.client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+    for node in pod_network_up:
+        node_api.install(node, PROXY_KUBECONFIG)
+        node.exec("sv", "up", "kubelab-proxy")
+    try:
+        for node in pod_network_up:
+            until(lambda n=node: ":KUBE-SERVICES" in nat(n), f"kube-proxy on {node.name}")  # type: ignore[misc]
+        yield pod_network_up
+    finally:
+        for node in pod_network_up:
+            node.exec("sv", "down", "kubelab-proxy", check=False)
+
+
+def echo_service(api: NodeAPI, backend_ip: str) -> dict[str, Any]:
+    """A NodePort Service in front of one echo pod, with the EndpointSlice the
+    EndpointSlice controller would write for it."""
+    svc = api.client.create(
+        SERVICES,
+        {
+            "metadata": {"name": "echo"},
+            "spec": {
+                "type": "NodePort",
+                "selector": {"app": "echo"},
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+            },
+        },
+        NAMESPACE,
+    )
+    api.client.create(
+        SLICES,
+        {
+            "metadata": {
+                "name": "echo-1",
+                "labels": {"kubernetes.io/service-name": "echo"},
+            },
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [backend_ip], "conditions": {"ready": True}}],
+        },
+        NAMESPACE,
+    )
+    return svc
+
+
+def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
+    node_api: NodeAPI, proxies: list[Node]
+) -> None:
+    first, second = proxies
+    backend = echo_server(second)
+    svc = echo_service(node_api, backend)
+    cluster_ip = svc["spec"]["clusterIP"]
+    node_port = svc["spec"]["ports"][0]["nodePort"]
+    svc_chain = chain_name("KUBE-SVC-", f"{NAMESPACE}/echo:http", "TCP")
+    for node in proxies:
+        until(lambda n=node: svc_chain in nat(n), f"{svc_chain} on {node.name}")  # type: ignore[misc]
+
+    # A pod on the other node reaches the backend through the ClusterIP, unmasqueraded.
+    script = f"hostname -i; timeout 5 wget -q -O - http://{cluster_ip}/cgi-bin/ip"
+    client_ip, seen = (
+        first.exec(
+            "docker", "run", "--rm", "--network", POD_NETWORK, BUSYBOX_IMAGE, "sh", "-c", script
+        )
+        .stdout.decode()
+        .split()
+    )
+    assert caller(seen) == client_ip
+    # The host reaches it through either node's NodePort.
+    for node in proxies:
+        with urllib.request.urlopen(f"http://{node.ip}:{node_port}/cgi-bin/ip", timeout=5) as r:
+            assert r.status == 200
+
+    node_api.client.delete(SERVICES, "echo", NAMESPACE)
+    node_api.client.delete(SLICES, "echo-1", NAMESPACE)
+    for node in proxies:
+        until(lambda n=node: "proxy-test/echo" not in nat(n), f"echo's rules gone on {node.name}")  # type: ignore[misc]
+        assert svc_chain not in nat(node)
+        assert "KUBE-SEP-" not in nat(node)
+        assert "proxy-test/echo" not in node.sh("iptables-save -t filter")
+
+
+def test_cleanup_removes_every_chain_of_kube_proxy(proxies: list[Node]) -> None:
+    node = proxies[0]
+    node.exec("sv", "down", "kubelab-proxy")
+    try:
+        node.exec("python", "-m", "agents.proxy", "--cleanup")
+        saved = node.sh("iptables-save")
+        assert "KUBE-" not in saved
+        assert "DOCKER" in saved  # dockerd's chains are not ours to touch
+    finally:
+        node.exec("sv", "up", "kubelab-proxy")
