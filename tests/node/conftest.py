@@ -37,6 +37,7 @@ NODE_COUNT = 2
 NODES = resource_for("v1", "Node")
 POD_NETWORK = "kubelab-pods"
 NETWORK_KUBECONFIG = "/etc/kubelab/network.conf"
+PROXY_KUBECONFIG = "/etc/kubelab/proxy.conf"
 # busybox's httpd answers a CGI request with the address the request came from.
 ECHO_ADDRESS = (
     "mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\n"
@@ -213,3 +214,27 @@ def echo_server(node: Node) -> str:
     server = node.exec(*run, ECHO_ADDRESS).stdout.decode().strip()
     template = f'{{{{(index .NetworkSettings.Networks "{POD_NETWORK}").IPAddress}}}}'
     return node.sh(f"docker inspect -f '{template}' {server}").strip()
+
+
+def nat(node: Node) -> str:
+    return node.sh("iptables-save -t nat")
+
+
+@pytest.fixture(scope="session")
+def proxies(
+    node_cluster: NodeCluster, node_api: NodeAPI, pod_network_up: list[Node]
+) -> Iterator[list[Node]]:
+    """kube-proxy running on both nodes (the pod network's fixture first)."""
+    assert node_cluster.addressing is not None
+    for node in pod_network_up:
+        node_api.install(node, PROXY_KUBECONFIG)
+        args = f'ARGS="--cluster-cidr {node_cluster.addressing.subnet}"\n'
+        node.write_file("/etc/default/kubelab-proxy", args.encode(), 0o644)
+        node.exec("sv", "up", "kubelab-proxy")
+    try:
+        for node in pod_network_up:
+            until(lambda n=node: ":KUBE-SERVICES" in nat(n), f"kube-proxy on {node.name}")  # type: ignore[misc]
+        yield pod_network_up
+    finally:
+        for node in pod_network_up:
+            node.exec("sv", "down", "kubelab-proxy", check=False)

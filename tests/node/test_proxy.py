@@ -5,41 +5,18 @@ is deleted no rule of it is left; `--cleanup` removes every chain of kube-proxy.
 from __future__ import annotations
 
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from agents.proxy.rules import chain_name
 from kubelab.client import resource_for
 from lab.images import BUSYBOX_IMAGE
 from lab.nodes import Node
-from tests.node.conftest import POD_NETWORK, NodeAPI, caller, echo_server, until
+from tests.node.conftest import POD_NETWORK, NodeAPI, caller, echo_server, nat, until
 
 SERVICES = resource_for("v1", "Service")
 SLICES = resource_for("discovery.k8s.io/v1", "EndpointSlice")
 NAMESPACES = resource_for("v1", "Namespace")
-PROXY_KUBECONFIG = "/etc/kubelab/proxy.conf"
 NAMESPACE = "proxy-test"
-
-
-def nat(node: Node) -> str:
-    return node.sh("iptables-save -t nat")
-
-
-@pytest.fixture(scope="module")
-def proxies(node_api: NodeAPI, pod_network_up: list[Node]) -> Iterator[list[Node]]:
-    node_api.client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
-    for node in pod_network_up:
-        node_api.install(node, PROXY_KUBECONFIG)
-        node.exec("sv", "up", "kubelab-proxy")
-    try:
-        for node in pod_network_up:
-            until(lambda n=node: ":KUBE-SERVICES" in nat(n), f"kube-proxy on {node.name}")  # type: ignore[misc]
-        yield pod_network_up
-    finally:
-        for node in pod_network_up:
-            node.exec("sv", "down", "kubelab-proxy", check=False)
 
 
 def echo_service(api: NodeAPI, backend_ip: str) -> dict[str, Any]:
@@ -76,6 +53,7 @@ def echo_service(api: NodeAPI, backend_ip: str) -> dict[str, Any]:
 def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
     node_api: NodeAPI, proxies: list[Node]
 ) -> None:
+    node_api.client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     first, second = proxies
     backend = echo_server(second)
     svc = echo_service(node_api, backend)
