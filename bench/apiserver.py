@@ -41,7 +41,7 @@ from typing import Any
 
 import aiohttp
 
-from controlplane.localplane import LocalControlPlane
+from lab.localplane import LocalControlPlane
 
 TARGET_P99_MS = 100.0
 TARGET_LIST_S = 1.0

@@ -23,7 +23,7 @@ from pathlib import Path
 import aiohttp
 import requests
 
-from controlplane.store.localcluster import LocalCluster, Member
+from lab.localcluster import LocalCluster, Member
 
 
 def _percentile(samples: list[float], p: float) -> float:

@@ -70,8 +70,8 @@ from typing import Any
 import aiohttp
 
 from bench.raft_runtime import measure_failover
-from controlplane.store.localcluster import LocalCluster, Member
 from kubelab.storeclient import Get, Put, StoreClient, StoreError
+from lab.localcluster import LocalCluster, Member
 
 LEVELS = (1, 16, 64)
 VALUE_BYTES = 256

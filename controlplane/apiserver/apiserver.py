@@ -27,6 +27,7 @@ from kubelab import fastjson, storeclient
 from kubelab.api import errors
 from kubelab.api.conversion import core_event_to_events_v1, events_v1_to_core_event
 from kubelab.api.resources import RESOURCES, Resource
+from kubelab.kvstore import KVStore
 
 from . import authz, kubelet
 from .admission import SYSTEM_NAMESPACES, Chain
@@ -110,9 +111,9 @@ def _resource(name: str) -> Resource:
 
 
 class APIServer:
-    def __init__(self, config: Config, client: storeclient.StoreClient | None = None) -> None:
+    def __init__(self, config: Config, client: KVStore | None = None) -> None:
         self.config = config
-        self.client = client or storeclient.StoreClient(
+        self.client: KVStore = client or storeclient.StoreClient(
             config.etcd_servers,
             ca_file=config.etcd_cafile,
             cert_file=config.etcd_certfile,

@@ -22,16 +22,19 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
 
+from controlplane.apiserver import tables
 from kubelab import fastjson
-from kubelab.api import errors, patch, resources, tables
+from kubelab.api import errors, patch, resources
 
 from . import discovery, handlers, openapi
 from .authn import UserInfo
 from .handlers import json_response
+from .impersonation import PREFIX, impersonate
 from .registry import DeleteOptions, EventStream, ListOptions, Registry, decode_body
 from .requestinfo import RequestInfo
 from .requestinfo import parse as parse_request
@@ -52,6 +55,26 @@ def _status_response(exc: errors.StatusError) -> Response:
     if exc.retry_after is not None:
         resp.headers["Retry-After"] = str(exc.retry_after)
     return resp
+
+
+# Go's wording where Python's differs (or changed between versions).
+_GO_PHRASES = {
+    413: "Request Entity Too Large",
+    414: "Request URI Too Long",
+    416: "Requested Range Not Satisfiable",
+    422: "Unprocessable Entity",
+}
+
+
+def reason_phrase(code: int) -> str:
+    """The status line's phrase as Go's net/http writes it ("409 Conflict"): werkzeug
+    upper-cases its own ("409 CONFLICT"), which clients that print the status line show."""
+    if code in _GO_PHRASES:
+        return _GO_PHRASES[code]
+    try:
+        return HTTPStatus(code).phrase
+    except ValueError:
+        return f"status code {code}"
 
 
 def _wants_table(accept: str) -> bool:
@@ -75,6 +98,18 @@ def create_app(server: APIServer) -> Flask:
             request.environ.get("kubelab.client_cert"),
             request.headers.get("Authorization", ""),
         )
+        asked = [(k, v) for k, v in request.headers.items() if k.lower().startswith(PREFIX)]
+        if asked:
+            g.impersonator = user
+            user = impersonate(user, asked, server.authz)
+            log.info(
+                "apiserver: %s acts as %s (groups %s) for %s %s",
+                g.impersonator.name,
+                user.name,
+                ",".join(user.groups),
+                request.method,
+                request.path,
+            )
         g.user = user
         info: RequestInfo = g.info
         _check_scope(info)
@@ -86,6 +121,7 @@ def create_app(server: APIServer) -> Flask:
     @app.after_request
     def record(resp: Response) -> Response:
         resp.headers["Audit-Id"] = g.get("audit_id", "")
+        resp.status = f"{resp.status_code} {reason_phrase(resp.status_code)}"
         record_ = _Record.current()
         if record_ is not None and not g.get("streaming"):
             record_.finish(server, resp.status_code)
@@ -261,6 +297,7 @@ class _Record:
 
     info: RequestInfo
     user: UserInfo | None
+    impersonator: UserInfo | None  # who authenticated, when `user` is impersonated
     started: float
     audit_id: str
     source: str
@@ -274,6 +311,7 @@ class _Record:
         return cls(
             info,
             g.get("user"),
+            g.get("impersonator"),
             started,
             g.get("audit_id", ""),
             request.remote_addr or "",
@@ -282,7 +320,9 @@ class _Record:
 
     def finish(self, server: APIServer, code: int) -> None:
         server.metrics.observe(self.info, code, time.monotonic() - self.started)
-        server.audit.record(self.audit_id, self.info, self.user, code, self.source, self.agent)
+        server.audit.record(
+            self.audit_id, self.info, self.user, code, self.source, self.agent, self.impersonator
+        )
 
 
 def _dispatch(

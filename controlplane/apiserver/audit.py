@@ -38,7 +38,11 @@ class AuditLog:
         code: int,
         source: str,
         user_agent: str,
+        impersonator: UserInfo | None = None,
     ) -> None:
+        """Record one request; `user` is who it acted as, `impersonator` who
+        authenticated when that was someone else (Kubernetes' ``user`` and
+        ``impersonatedUser``)."""
         if self._file is None:
             return
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -50,13 +54,15 @@ class AuditLog:
             "stage": "ResponseComplete",
             "requestURI": info.path,
             "verb": info.verb,
-            "user": user.as_dict() if user is not None else {"username": ""},
+            "user": (impersonator or user).as_dict() if user is not None else {"username": ""},
             "sourceIPs": [source],
             "userAgent": user_agent,
             "responseStatus": {"metadata": {}, "code": code},
             "requestReceivedTimestamp": now,
             "stageTimestamp": now,
         }
+        if impersonator is not None and user is not None:
+            event["impersonatedUser"] = user.as_dict()
         if info.is_resource:
             ref = {
                 "resource": info.resource,

@@ -42,8 +42,9 @@ MAX_TOKEN_SECONDS = 365 * 24 * 3600
 
 
 def json_response(body: Any, status: int = 200) -> Response:
-    """A compact JSON answer (the app's and the subresource handlers' one format)."""
-    return Response(fastjson.dumps(body), status=status, mimetype="application/json")
+    """A compact JSON answer (the app's and the subresource handlers' one format), ending
+    in a newline as Kubernetes' encoder ends every body."""
+    return Response(fastjson.dumps(body) + b"\n", status=status, mimetype="application/json")
 
 
 def _body() -> Object:

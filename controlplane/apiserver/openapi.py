@@ -65,6 +65,8 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any, TypeVar
 
+from controlplane.apiserver.protowire import length_delimited_field as _len_field
+from controlplane.apiserver.protowire import varint_field
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import RESOURCES, Resource, groups
 
@@ -1130,21 +1132,6 @@ def _not_found() -> StatusError:
 # cannot drift apart unnoticed. Vendor extensions travel as YAML text (JSON is YAML).
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        if value:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
-
-
-def _len_field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def _pb_string(number: int, value: str) -> bytes:
     return _len_field(number, value.encode())
 
@@ -1154,7 +1141,7 @@ def _pb_strings(number: int, values: list[str]) -> bytes:
 
 
 def _pb_bool(number: int, value: bool) -> bytes:
-    return _varint(number << 3) + _varint(int(value))
+    return varint_field(number, int(value))
 
 
 def _pb_any(number: int, value: Any) -> bytes:

@@ -34,8 +34,9 @@ from typing import Any, Protocol, TypeVar
 
 import yaml
 
+from controlplane.apiserver import managedfields, protobuf
 from kubelab import storeclient
-from kubelab.api import errors, managedfields, patch, protobuf, selectors
+from kubelab.api import errors, patch, selectors
 from kubelab.api.defaults import apply_defaults
 from kubelab.api.resources import Resource
 from kubelab.api.validation import validate
@@ -336,6 +337,9 @@ class Registry:
         # Keys a write must also create / release in the same transaction (a Service's
         # cluster IP and node ports); see `services`.
         self.allocator = allocator
+        # Seconds a watch that asked for bookmarks may stay silent before it gets one
+        # (checked once a second); tests of clients shorten it (`lab.testenv`).
+        self.bookmark_every = 5.0
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -408,7 +412,6 @@ class Registry:
         r: Resource,
         namespace: str,
         opts: ListOptions,
-        bookmark_every: float = 5.0,
         matches: Filter | None = None,
     ) -> WatchStream:
         """Watch events as Kubernetes sends them: {"type": ..., "object": ...}."""
@@ -433,7 +436,7 @@ class Registry:
             revision,
             opts,
             time.monotonic() + timeout,
-            bookmark_every,
+            self.bookmark_every,
         )
 
     # -- writes --------------------------------------------------------------------------
@@ -578,7 +581,7 @@ class Registry:
         The applied configuration creates the object, or is merged into it as a strategic
         merge patch (a merge patch for kinds without patch metadata). The fields it sets
         become the manager's Apply entry in ``metadata.managedFields``
-        (`kubelab.api.managedfields`). Setting a field another manager owns to another
+        (`controlplane.apiserver.managedfields`). Setting a field another manager owns to another
         value is a 409 conflict naming them, unless `force` takes the field over. A field
         the manager applied before and applies no more is removed, unless another
         manager owns it too."""

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubelab import fastjson, storeclient
-from kubelab.storeclient import Compare, Delete, Get, Put, StoreClient, TxnResult
+from kubelab.kvstore import KVStore
+from kubelab.storeclient import Compare, Delete, Get, Put, TxnResult
 
 log = logging.getLogger("kubelab.apiserver.storage")
 
@@ -173,9 +174,10 @@ class _Fetch:
 
 
 class Storage:
-    """Versioned objects over one store cluster (thread-safe: the client is)."""
+    """Versioned objects over one store (thread-safe: the client is): a store cluster
+    through `StoreClient`, or the in-process MVCC store of the test apiserver."""
 
-    def __init__(self, client: StoreClient) -> None:
+    def __init__(self, client: KVStore) -> None:
         self.client = client
 
     # -- reads ---------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 from kubelab import fastjson, storeclient
 from kubelab.api.resources import RESOURCES, Resource
+from kubelab.kvstore import WatchStream
 
 from .storage import Object, Storage, decode
 
@@ -175,7 +176,7 @@ class Cacher:
         self._cond = threading.Condition()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
-        self._watch: storeclient.Watch | None = None
+        self._watch: WatchStream | None = None
         self.ready = threading.Event()
 
     # -- lifecycle -----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controlplane.store import mvcc
+from controlplane.store.watch import WatchBatch
 
 
 class BadRequest(ValueError):
@@ -370,3 +371,23 @@ def _response_op_json(
         inner.pop("header")
         inner = {"header": {}, **inner}
     return {"response_txn": inner}
+
+
+def watch_batch_json(batch: WatchBatch, created_at: int) -> tuple[dict[str, Any], int | None]:
+    """A watch frame's fields for `batch` (events or a cancellation), and the revision its
+    header carries (None: the current one; 0: none), for a watch created at revision
+    `created_at`.
+
+    etcd reports a compacted start revision with `compact_revision` and a header without
+    a revision (and no cancel_reason). For events, the header holds the store's revision
+    while history from before the watch was created is caught up on, else the events'.
+    """
+    if batch.canceled:
+        if not batch.compact_revision:
+            return {"canceled": True}, None
+        return {"canceled": True, "compact_revision": str(batch.compact_revision)}, 0
+    if batch.events[0].kv.mod_revision <= created_at:
+        revision = batch.revision
+    else:
+        revision = batch.events[-1].kv.mod_revision
+    return {"events": [event_json(e) for e in batch.events]}, revision

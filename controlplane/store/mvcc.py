@@ -40,6 +40,8 @@ from typing import Any, TypeAlias
 
 import msgpack
 
+from kubelab.grpccodes import GrpcCode
+
 log = logging.getLogger(__name__)
 
 # etcd's default --max-txn-ops: each of a txn's compare/success/failure lists may hold this many.
@@ -48,14 +50,6 @@ MAX_TXN_OPS = 128
 MAX_LEASE_TTL = 9_000_000_000
 # etcd raises shorter grants to ceil(1.5 * election timeout); 2 s with its default 1 s.
 DEFAULT_MIN_LEASE_TTL = 2
-
-# gRPC status codes, as etcd's JSON gateway reports them in "code".
-GRPC_UNKNOWN = 2
-GRPC_INVALID_ARGUMENT = 3
-GRPC_NOT_FOUND = 5
-GRPC_FAILED_PRECONDITION = 9
-GRPC_OUT_OF_RANGE = 11
-GRPC_INTERNAL = 13
 
 # etcd's messages for InvalidArgument errors, verbatim (clients match on them).
 ERR_EMPTY_KEY = "etcdserver: key is not provided"
@@ -76,7 +70,7 @@ _RECORD_OVERHEAD = 48
 class MVCCError(Exception):
     """A request the store refused. `grpc_code` and `message` are what etcd would answer."""
 
-    grpc_code = GRPC_UNKNOWN
+    grpc_code = GrpcCode.UNKNOWN
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -86,13 +80,13 @@ class MVCCError(Exception):
 class InvalidRequestError(MVCCError):
     """A malformed request or one that contradicts the data (etcd's InvalidArgument)."""
 
-    grpc_code = GRPC_INVALID_ARGUMENT
+    grpc_code = GrpcCode.INVALID_ARGUMENT
 
 
 class CompactedError(MVCCError):
     """The revision asked for is before the compaction point (watchers: cancel with it)."""
 
-    grpc_code = GRPC_OUT_OF_RANGE
+    grpc_code = GrpcCode.OUT_OF_RANGE
 
     def __init__(self, compact_revision: int) -> None:
         super().__init__("etcdserver: mvcc: required revision has been compacted")
@@ -100,28 +94,28 @@ class CompactedError(MVCCError):
 
 
 class FutureRevisionError(MVCCError):
-    grpc_code = GRPC_OUT_OF_RANGE
+    grpc_code = GrpcCode.OUT_OF_RANGE
 
     def __init__(self) -> None:
         super().__init__("etcdserver: mvcc: required revision is a future revision")
 
 
 class LeaseNotFoundError(MVCCError):
-    grpc_code = GRPC_NOT_FOUND
+    grpc_code = GrpcCode.NOT_FOUND
 
     def __init__(self) -> None:
         super().__init__("etcdserver: requested lease not found")
 
 
 class LeaseExistsError(MVCCError):
-    grpc_code = GRPC_FAILED_PRECONDITION
+    grpc_code = GrpcCode.FAILED_PRECONDITION
 
     def __init__(self) -> None:
         super().__init__("etcdserver: lease already exists")
 
 
 class LeaseTTLTooLargeError(MVCCError):
-    grpc_code = GRPC_OUT_OF_RANGE
+    grpc_code = GrpcCode.OUT_OF_RANGE
 
     def __init__(self) -> None:
         super().__init__("etcdserver: too large lease TTL")
@@ -131,7 +125,7 @@ class CorruptDataError(MVCCError):
     """A command or snapshot this module did not produce: a bug or corruption, not a client
     error (the WAL and snapshot files have their own checksums)."""
 
-    grpc_code = GRPC_INTERNAL
+    grpc_code = GrpcCode.INTERNAL
 
 
 # -- values --------------------------------------------------------------------------

@@ -64,6 +64,7 @@ from controlplane.store.service import (
 from controlplane.store.wal import StoreStorageError
 from controlplane.store.watch import WatchBatch, Watcher, WatchHub
 from kubelab import gcpause, pki
+from kubelab.grpccodes import GrpcCode, http_status
 
 log = logging.getLogger("kubelab.store.server")
 
@@ -80,19 +81,6 @@ SHUTDOWN_TIMEOUT = 15.0  # seconds a graceful stop may take before the process e
 VERSION = "3.4.0-kubelab"  # the etcd API version served, and who serves it
 CLUSTER_VERSION = "3.4.0"
 
-GRPC_INVALID_ARGUMENT = 3
-GRPC_DEADLINE_EXCEEDED = 4
-GRPC_NOT_FOUND = 5
-GRPC_FAILED_PRECONDITION = 9
-GRPC_INTERNAL = 13
-GRPC_UNAVAILABLE = 14
-
-# grpc-gateway's HTTPStatusFromCode, which etcd 3.4's gateway answers with.
-_HTTP_STATUS = {
-    1: 408, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 412, 10: 409,
-    11: 400, 12: 501, 13: 500, 14: 503, 15: 500, 16: 401,
-}  # fmt: skip
-
 
 class GatewayError(Exception):
     def __init__(self, grpc_code: int, message: str) -> None:
@@ -105,12 +93,12 @@ def _error_body(code: int, message: str) -> dict[str, Any]:
 
 
 def _error_response(code: int, message: str) -> web.Response:
-    return web.json_response(_error_body(code, message), status=_HTTP_STATUS.get(code, 500))
+    return web.json_response(_error_body(code, message), status=http_status(code))
 
 
 def _stream_error(code: int, message: str) -> bytes:
     """An error inside a stream whose 200 has been sent: grpc-gateway's shape for it."""
-    status = _HTTP_STATUS.get(code, 500)
+    status = http_status(code)
     frame = {"grpc_code": code, "http_code": status, "message": message,
              "http_status": HTTPStatus(status).phrase}  # fmt: skip
     return json.dumps({"error": frame}).encode() + b"\n"
@@ -288,34 +276,34 @@ class Store:
             return json.loads(raw or b"{}")
         except json.JSONDecodeError as exc:
             raise GatewayError(
-                GRPC_INVALID_ARGUMENT, f"malformed JSON body: {exc.msg} (at byte {exc.pos})"
+                GrpcCode.INVALID_ARGUMENT, f"malformed JSON body: {exc.msg} (at byte {exc.pos})"
             ) from None
 
     async def _write(self, req: mvcc.Request) -> Any:
         mvcc.check_request(req)  # refuse bad requests before they reach the log
         command = mvcc_command(req)
         if len(command) > MAX_REQUEST_BYTES:
-            raise GatewayError(GRPC_INVALID_ARGUMENT, ERR_TOO_LARGE)
+            raise GatewayError(GrpcCode.INVALID_ARGUMENT, ERR_TOO_LARGE)
         return await self._propose(command)
 
     async def _propose(self, command: bytes) -> Any:
         try:
             return await self.node.propose(command)
         except ProposalDroppedError as exc:
-            raise GatewayError(GRPC_UNAVAILABLE, f"etcdserver: no leader ({exc})") from None
+            raise GatewayError(GrpcCode.UNAVAILABLE, f"etcdserver: no leader ({exc})") from None
         except StoreTimeoutError as exc:
             raise GatewayError(
-                GRPC_DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
+                GrpcCode.DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
             ) from None
 
     async def _linearize(self) -> None:
         try:
             await self.node.read_index()
         except ProposalDroppedError as exc:
-            raise GatewayError(GRPC_UNAVAILABLE, f"etcdserver: no leader ({exc})") from None
+            raise GatewayError(GrpcCode.UNAVAILABLE, f"etcdserver: no leader ({exc})") from None
         except StoreTimeoutError as exc:
             raise GatewayError(
-                GRPC_DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
+                GrpcCode.DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
             ) from None
 
     # -- KV --------------------------------------------------------------------------
@@ -378,25 +366,11 @@ class Store:
                 if batch is None:  # quiet for a progress interval: say where we are
                     out.put_nowait(self._watch_result(wid, {}))
                     continue
+                fields, revision = gateway.watch_batch_json(batch, created_at)
+                out.put_nowait(self._watch_result(wid, fields, revision))
                 if batch.canceled:
-                    # etcd reports a compacted start revision with compact_revision and
-                    # a header without a revision (and no cancel_reason).
-                    extra: dict[str, Any] = {"canceled": True}
-                    revision = None
-                    if batch.compact_revision:
-                        extra["compact_revision"] = str(batch.compact_revision)
-                        revision = 0
-                    out.put_nowait(self._watch_result(wid, extra, revision))
                     watchers.pop(wid, None)
                     return
-                # etcd's header: the store's revision for history caught up on (events
-                # from before the watch was created), else the events' revision.
-                if batch.events[0].kv.mod_revision <= created_at:
-                    revision = batch.revision
-                else:
-                    revision = batch.events[-1].kv.mod_revision
-                events = [gateway.event_json(e) for e in batch.events]
-                out.put_nowait(self._watch_result(wid, {"events": events}, revision))
 
         async def read_requests() -> None:
             nonlocal next_id
@@ -438,7 +412,7 @@ class Store:
                 if isinstance(frame, gateway.BadRequest):
                     if not resp.prepared:
                         raise frame
-                    await resp.write(_stream_error(GRPC_INVALID_ARGUMENT, str(frame)))
+                    await resp.write(_stream_error(GrpcCode.INVALID_ARGUMENT, str(frame)))
                     break
                 if not resp.prepared:
                     await resp.prepare(request)
@@ -500,7 +474,7 @@ class Store:
         except (GatewayError, gateway.BadRequest) as err:
             if not resp.prepared:
                 raise
-            code = err.grpc_code if isinstance(err, GatewayError) else GRPC_INVALID_ARGUMENT
+            code = err.grpc_code if isinstance(err, GatewayError) else GrpcCode.INVALID_ARGUMENT
             await resp.write(_stream_error(code, str(err)))
         if not resp.prepared:  # an empty request stream: an empty answer
             await resp.prepare(request)
@@ -565,25 +539,25 @@ class Store:
         try:
             await self.node.propose_conf_change(kind, mid, addr)
         except ProposalDroppedError as exc:
-            raise GatewayError(GRPC_UNAVAILABLE, f"etcdserver: {exc}") from None
+            raise GatewayError(GrpcCode.UNAVAILABLE, f"etcdserver: {exc}") from None
         except ConfChangeError as exc:
-            raise GatewayError(GRPC_FAILED_PRECONDITION, f"etcdserver: {exc}") from None
+            raise GatewayError(GrpcCode.FAILED_PRECONDITION, f"etcdserver: {exc}") from None
         except StoreTimeoutError as exc:
-            raise GatewayError(GRPC_DEADLINE_EXCEEDED, f"etcdserver: {exc}") from None
+            raise GatewayError(GrpcCode.DEADLINE_EXCEEDED, f"etcdserver: {exc}") from None
 
     async def member_add(self, request: web.Request) -> web.Response:
         body = gateway.fields(await self._read_body(request), {"peerURLs", "isLearner"},
                                "member add")  # fmt: skip
         urls = body.get("peerURLs") or []
         if not isinstance(urls, list) or not urls:
-            raise GatewayError(GRPC_INVALID_ARGUMENT, "member add: peerURLs is required")
+            raise GatewayError(GrpcCode.INVALID_ARGUMENT, "member add: peerURLs is required")
         try:
             addr = parse_url(str(urls[0]), "peerURLs")
         except ValueError as exc:
-            raise GatewayError(GRPC_INVALID_ARGUMENT, str(exc)) from None
+            raise GatewayError(GrpcCode.INVALID_ARGUMENT, str(exc)) from None
         mid = member_id(addr, self.node.config.cluster_token)
         if mid in self.node.status().members:
-            raise GatewayError(GRPC_FAILED_PRECONDITION, "etcdserver: Peer URLs already exists")
+            raise GatewayError(GrpcCode.FAILED_PRECONDITION, "etcdserver: Peer URLs already exists")
         learner = bool(body.get("isLearner"))
         kind = ConfChangeType.ADD_LEARNER_NODE if learner else ConfChangeType.ADD_NODE
         await self._conf_change(kind, mid, addr)
@@ -597,7 +571,7 @@ class Store:
     async def member_remove(self, request: web.Request) -> web.Response:
         mid = gateway.lease_id(await self._read_body(request), {"ID"}, "member remove")
         if mid not in self.node.status().members:
-            raise GatewayError(GRPC_NOT_FOUND, "etcdserver: member not found")
+            raise GatewayError(GrpcCode.NOT_FOUND, "etcdserver: member not found")
         await self._conf_change(ConfChangeType.REMOVE_NODE, mid)
         return web.json_response(
             {"header": self._cluster_header(), "members": self._members_json()}
@@ -607,10 +581,10 @@ class Store:
         mid = gateway.lease_id(await self._read_body(request), {"ID"}, "member promote")
         st = self.node.status()
         if mid not in st.members:
-            raise GatewayError(GRPC_NOT_FOUND, "etcdserver: member not found")
+            raise GatewayError(GrpcCode.NOT_FOUND, "etcdserver: member not found")
         if mid not in st.learners:
             raise GatewayError(
-                GRPC_FAILED_PRECONDITION, "etcdserver: can only promote a learner member"
+                GrpcCode.FAILED_PRECONDITION, "etcdserver: can only promote a learner member"
             )
         await self._conf_change(ConfChangeType.ADD_NODE, mid, st.members[mid])
         return web.json_response(
@@ -661,7 +635,7 @@ class Store:
             alarms = []  # etcd: activating or deactivating no alarm does nothing
         elif action is gateway.AlarmAction.ACTIVATE and alarm is not gateway.AlarmType.NOSPACE:
             raise GatewayError(
-                GRPC_INVALID_ARGUMENT, f"alarm: kubelab's store has no {alarm.name} alarm"
+                GrpcCode.INVALID_ARGUMENT, f"alarm: kubelab's store has no {alarm.name} alarm"
             )
         else:
             activate = action is gateway.AlarmAction.ACTIVATE
@@ -724,12 +698,12 @@ class Store:
             except mvcc.MVCCError as err:
                 response = _error_response(err.grpc_code, err.message)
             except gateway.BadRequest as err:
-                response = _error_response(GRPC_INVALID_ARGUMENT, str(err))
+                response = _error_response(GrpcCode.INVALID_ARGUMENT, str(err))
             except web.HTTPRequestEntityTooLarge:
-                response = _error_response(GRPC_INVALID_ARGUMENT, ERR_TOO_LARGE)
+                response = _error_response(GrpcCode.INVALID_ARGUMENT, ERR_TOO_LARGE)
             except StoreStorageError as exc:
                 log.error("store: storage failure: %s", exc)
-                response = _error_response(GRPC_INTERNAL, str(exc))
+                response = _error_response(GrpcCode.INTERNAL, str(exc))
             self.metrics.requests.labels(request.path, str(response.status)).inc()
             return response
 

@@ -29,19 +29,19 @@ from typing import Any
 import msgpack
 
 from controlplane.store import mvcc
+from kubelab.grpccodes import GrpcCode
 
 log = logging.getLogger(__name__)
 
 NOSPACE = "NOSPACE"
 ERR_NO_SPACE = "etcdserver: mvcc: database space exceeded"
-GRPC_RESOURCE_EXHAUSTED = 8
 DEFAULT_QUOTA_BYTES = 2 * 1024 * 1024 * 1024  # etcd's default --quota-backend-bytes
 
 SNAPSHOT_MAGIC = b"KUBELAB-STORE-SNAPSHOT\n"
 
 
 class NoSpaceError(mvcc.MVCCError):
-    grpc_code = GRPC_RESOURCE_EXHAUSTED
+    grpc_code = GrpcCode.RESOURCE_EXHAUSTED
 
     def __init__(self) -> None:
         super().__init__(ERR_NO_SPACE)

@@ -206,10 +206,19 @@ def _deployment(deployment: Object) -> None:
     _pod_template(spec)
 
 
+def _status_counters(obj: Object, *names: str) -> None:
+    """Status counters Go serializes even at zero (no omitempty): typed clients (the
+    official one among them) refuse an object whose status lacks them."""
+    status = _child(obj, "status")
+    for name in names:
+        status.setdefault(name, 0)
+
+
 def _replica_set(replica_set: Object) -> None:
     spec = _child(replica_set, "spec")
     spec.setdefault("replicas", 1)
     _pod_template(spec)
+    _status_counters(replica_set, "replicas")
 
 
 def _replication_controller(controller: Object) -> None:
@@ -227,6 +236,7 @@ def _replication_controller(controller: Object) -> None:
         if not metadata.get("labels"):
             metadata["labels"] = dict(labels)
     _pod_template(spec)
+    _status_counters(controller, "replicas")
 
 
 def _daemon_set(daemon_set: Object) -> None:
@@ -239,6 +249,13 @@ def _daemon_set(daemon_set: Object) -> None:
         rolling.setdefault("maxSurge", 0)
     spec.setdefault("revisionHistoryLimit", 10)
     _pod_template(spec)
+    _status_counters(
+        daemon_set,
+        "currentNumberScheduled",
+        "numberMisscheduled",
+        "desiredNumberScheduled",
+        "numberReady",
+    )
 
 
 def _stateful_set(stateful_set: Object) -> None:
@@ -260,6 +277,7 @@ def _stateful_set(stateful_set: Object) -> None:
         _claim_spec(_child(claim, "spec"))
         _child(claim, "status").setdefault("phase", "Pending")
     _pod_template(spec)
+    _status_counters(stateful_set, "replicas")
 
 
 def _job(job: Object) -> None:

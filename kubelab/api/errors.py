@@ -57,6 +57,12 @@ class FieldError:
 
     def message(self) -> str:
         """ "spec.replicas: Invalid value: -1: must be greater than or equal to 0"."""
+        return f"{self.field}: {self.body()}"
+
+    def body(self) -> str:
+        """The message without the field path ("Invalid value: -1: must be ..."): a
+        cause's message, since the cause names its field apart (kubectl prints
+        "<field>: <message>", so a path in both would print twice)."""
         parts = [_WORDS[self.type]]
         if (
             self.type
@@ -72,10 +78,10 @@ class FieldError:
             parts.append(_render(self.value))
         if self.detail:
             parts.append(self.detail)
-        return f"{self.field}: " + ": ".join(parts)
+        return ": ".join(parts)
 
     def cause(self) -> dict[str, str]:
-        return {"reason": str(self.type), "message": self.message(), "field": self.field}
+        return {"reason": str(self.type), "message": self.body(), "field": self.field}
 
 
 def _render(value: Any) -> str:
@@ -127,6 +133,8 @@ class StatusError(Exception):
         return self.message
 
     def status(self) -> dict[str, Any]:
+        """The Status, its fields in the order Kubernetes writes them (details before
+        code), so that a client comparing bodies byte for byte sees the same."""
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
@@ -134,13 +142,13 @@ class StatusError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
         details = dict(self.details)
         if self.retry_after is not None:
             details["retryAfterSeconds"] = self.retry_after
         if details:
             body["details"] = details
+        body["code"] = self.code
         return body
 
 

@@ -18,6 +18,9 @@ Departures from etcdctl, each for a reason:
   lease) the gateway's shape is kept rather than imitating Go's field names.
 * ``snapshot save`` accepts several endpoints and streams from the first that answers
   (etcdctl insists on exactly one); the member used is named on stderr.
+* ``snapshot status`` and ``snapshot restore`` work on files, not on a running store:
+  they are `labutl`'s (`controlplane.store.labutl`), as etcdutl took them from etcdctl,
+  so labctl never loads the store's runtime; labctl names the command to run.
 * ``defrag`` does nothing: kubelab's store has no bbolt file to defragment.
 * Errors print ``Error: <message>`` and exit 1; an unreachable store says which
   endpoints were tried and why. Usage errors exit 2 (argparse's convention), Ctrl-C
@@ -28,26 +31,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from controlplane.store.node import NodeConfig, restore_data_dir
-from controlplane.store.server import parse_url
-from controlplane.store.service import (
-    SnapshotFileError,
-    StoreStateMachine,
-    read_snapshot_file,
-    snapshot_file_status,
-)
-from controlplane.store.wal import StoreStorageError
 from kubelab import pki
+from kubelab.cli.offline import add_restore_arguments, add_status_arguments, labutl_command
+from kubelab.cli.output import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    CommandError,
+    ascii_table,
+    emit,
+    human_bytes,
+)
 from kubelab.storeclient import (
     Alarm,
     CompactedError,
@@ -78,24 +80,7 @@ from kubelab.storeclient import (
 DEFAULT_ENDPOINTS = "http://127.0.0.1:12379,http://127.0.0.1:22379,http://127.0.0.1:32379"
 """Where `make up` puts the local three-member store."""
 
-EXIT_ERROR = 1
-EXIT_INTERRUPTED = 130  # the shell's convention for a SIGINT (Ctrl-C)
-
-
-class CommandError(Exception):
-    """Input that parses but cannot be used (an ID that is not hex, a bad txn line)."""
-
-
 # -- output ------------------------------------------------------------------------------
-
-
-def _emit(*lines: bytes | str) -> None:
-    """Write lines to stdout as bytes: keys and values are printed as stored, like etcdctl."""
-    out = sys.stdout
-    out.flush()
-    for line in lines:
-        out.buffer.write((line.encode() if isinstance(line, str) else line) + b"\n")
-    out.buffer.flush()
 
 
 _INT64_FIELDS = frozenset(
@@ -146,7 +131,7 @@ def _etcdctl_json(value: Any) -> Any:
 
 
 def _emit_json(value: Any) -> None:
-    _emit(json.dumps(_etcdctl_json(value), separators=(",", ":")))
+    emit(json.dumps(_etcdctl_json(value), separators=(",", ":")))
 
 
 def _report(ctx: Context, raw: Any, *lines: str) -> int:
@@ -154,35 +139,8 @@ def _report(ctx: Context, raw: Any, *lines: str) -> int:
     if ctx.json:
         _emit_json(raw)
     else:
-        _emit(*lines)
+        emit(*lines)
     return 0
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """An ASCII table laid out like etcdctl's: centred headings, right-aligned cells."""
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
-    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-
-    def centred(text: str, width: int) -> str:
-        left = (width - len(text)) // 2
-        return " " * left + text + " " * (width - len(text) - left)
-
-    head = "|" + "|".join(f" {centred(h, w)} " for h, w in zip(header, widths, strict=True))
-    body = [
-        "|" + "|".join(f" {c:>{w}} " for c, w in zip(row, widths, strict=True)) + "|"
-        for row in rows
-    ]
-    return "\n".join([rule, head + "|", rule, *body, rule])
-
-
-def human_bytes(n: int) -> str:
-    """Sizes as etcdctl prints them (go-humanize: SI units, "438 kB", "1.2 MB")."""
-    if n < 10:
-        return f"{n} B"
-    units = ["B", "kB", "MB", "GB", "TB", "PB", "EB"]
-    exp = min(int(math.log(n, 1000)), len(units) - 1)
-    val = math.floor(n / 1000**exp * 10 + 0.5) / 10
-    return f"{val:.0f} {units[exp]}" if val >= 10 else f"{val:.1f} {units[exp]}"
 
 
 def go_duration(ns: int) -> str:
@@ -197,13 +155,13 @@ def go_duration(ns: int) -> str:
 
 def _emit_kv(kv: KeyValue, value_only: bool = False) -> None:
     if value_only:
-        _emit(kv.value)
+        emit(kv.value)
     else:
-        _emit(kv.key, kv.value)
+        emit(kv.key, kv.value)
 
 
 def _emit_put(result: PutResult) -> None:
-    _emit("OK")
+    emit("OK")
     if result.prev_kv is not None:
         _emit_kv(result.prev_kv)
 
@@ -214,15 +172,15 @@ def _emit_range(result: RangeResult, value_only: bool = False) -> None:
 
 
 def _emit_delete(result: DeleteResult) -> None:
-    _emit(str(result.deleted))
+    emit(str(result.deleted))
     for kv in result.prev_kvs:
         _emit_kv(kv)
 
 
 def _emit_txn(result: TxnResult) -> None:
-    _emit("SUCCESS" if result.succeeded else "FAILURE")
+    emit("SUCCESS" if result.succeeded else "FAILURE")
     for response in result.responses:
-        _emit("")
+        emit("")
         if isinstance(response, PutResult):
             _emit_put(response)
         elif isinstance(response, RangeResult):
@@ -235,7 +193,7 @@ def _emit_txn(result: TxnResult) -> None:
 
 def _emit_events(response: WatchResponse) -> None:
     for event in response.events:
-        _emit(event.type)
+        emit(event.type)
         if event.prev_kv is not None:
             _emit_kv(event.prev_kv)
         _emit_kv(event.kv)
@@ -429,7 +387,7 @@ def parse_op(line: str) -> Op:
 def _read_section(stdin: TextIO, prompt: str | None) -> list[str]:
     """Lines up to a blank line or the end of input."""
     if prompt is not None:
-        _emit(prompt)
+        emit(prompt)
     lines = []
     for raw in stdin:
         line = raw.strip()
@@ -490,7 +448,7 @@ def cmd_get(ctx: Context) -> int:
     if ctx.json:
         _emit_json(result.raw)
     elif ctx.args.count_only:
-        _emit(str(result.count))
+        emit(str(result.count))
     else:
         _emit_range(result, ctx.args.print_value_only)
     return 0
@@ -592,12 +550,12 @@ def cmd_lease_keepalive(ctx: Context) -> int:
         except NotFound:
             if ctx.args.once:
                 raise
-            _emit(f"lease {lease_id:016x} expired or revoked.")
+            emit(f"lease {lease_id:016x} expired or revoked.")
             return 0
         if ctx.json:
             _emit_json(result.raw)
         else:
-            _emit(f"lease {result.id:016x} keepalived with TTL({result.ttl})")
+            emit(f"lease {result.id:016x} keepalived with TTL({result.ttl})")
         if ctx.args.once:
             return 0
         time.sleep(max(result.ttl / 3, 0.5))
@@ -608,14 +566,14 @@ def cmd_lease_timetolive(ctx: Context) -> int:
     if ctx.json:
         _emit_json(result.raw)
     elif result.ttl == -1 and result.granted_ttl == 0:
-        _emit(f"lease {result.id:016x} already expired")
+        emit(f"lease {result.id:016x} already expired")
     else:
         text = f"lease {result.id:016x} granted with TTL({result.granted_ttl}s), "
         text += f"remaining({result.ttl}s)"
         if ctx.args.keys:
             names = " ".join(k.decode(errors="replace") for k in result.keys)
             text += f", attached keys([{names}])"
-        _emit(text)
+        emit(text)
     return 0
 
 
@@ -647,9 +605,9 @@ def cmd_member_list(ctx: Context) -> int:
         _emit_json(result.raw)
     elif ctx.table:
         header = ["ID", "STATUS", "NAME", "PEER ADDRS", "CLIENT ADDRS", "IS LEARNER"]
-        _emit(_table(header, rows))
+        emit(ascii_table(header, rows))
     else:
-        _emit(*(", ".join(row) for row in rows))
+        emit(*(", ".join(row) for row in rows))
     return 0
 
 
@@ -668,7 +626,7 @@ def cmd_member_add(ctx: Context) -> int:
         for m in result.members
         for url in m.peer_urls
     ]
-    _emit(
+    emit(
         f"Member {new.id:16x} added{learner}to cluster {result.header.cluster_id:16x}",
         "",
         f'ETCD_NAME="{ctx.args.name}"',
@@ -748,9 +706,9 @@ def cmd_endpoint_status(ctx: Context) -> int:
             "RAFT APPLIED INDEX",
             "ERRORS",
         ]
-        _emit(_table(header, rows))
+        emit(ascii_table(header, rows))
     else:
-        _emit(*(", ".join(row) for row in rows))
+        emit(*(", ".join(row) for row in rows))
     return EXIT_ERROR if failed else 0
 
 
@@ -774,11 +732,11 @@ def cmd_endpoint_health(ctx: Context) -> int:
         )
     elif ctx.table:
         rows = [[ep, str(ok).lower(), took, err] for ep, ok, took, err in checks]
-        _emit(_table(["ENDPOINT", "HEALTH", "TOOK", "ERROR"], rows))
+        emit(ascii_table(["ENDPOINT", "HEALTH", "TOOK", "ERROR"], rows))
     else:
         for ep, ok, took, err in checks:
             if ok:
-                _emit(f"{ep} is healthy: successfully committed proposal: took = {took}")
+                emit(f"{ep} is healthy: successfully committed proposal: took = {took}")
             else:
                 print(f"{ep} is unhealthy: failed to commit proposal: {err}", file=sys.stderr)
     if all(ok for _, ok, _, _ in checks):
@@ -786,77 +744,34 @@ def cmd_endpoint_health(ctx: Context) -> int:
     raise CommandError("unhealthy cluster")
 
 
-@dataclass(frozen=True)
-class SnapshotStatus:
-    hash: int
-    revision: int
-    total_keys: int
-    total_size: int
-
-
-def read_snapshot_status(path: Path) -> SnapshotStatus:
-    """The status of a kubelab store snapshot file (`controlplane.store.service`)."""
-    try:
-        st = snapshot_file_status(path)
-    except (OSError, SnapshotFileError) as exc:
-        raise CommandError(str(exc)) from None
-    return SnapshotStatus(
-        int(st["hash"], 16), int(st["revision"]), int(st["totalKey"]), int(st["totalSize"])
-    )
-
-
 def cmd_snapshot_save(ctx: Context) -> int:
     saved = ctx.client.snapshot_save(ctx.args.file)
     print(f"fetched snapshot from {saved.endpoint} ({saved.size} bytes)", file=sys.stderr)
-    _emit(f"Snapshot saved at {saved.path}")
+    emit(f"Snapshot saved at {saved.path}")
     return 0
 
 
 def cmd_snapshot_status(ctx: Context) -> int:
-    st = read_snapshot_status(Path(ctx.args.file))
-    if ctx.json:
-        obj = {
-            "hash": st.hash,
-            "revision": st.revision,
-            "totalKey": st.total_keys,
-            "totalSize": st.total_size,
-        }
-        _emit(json.dumps(obj, separators=(",", ":")))
-        return 0
-    row = [f"{st.hash:x}", str(st.revision), str(st.total_keys), human_bytes(st.total_size)]
-    if ctx.table:
-        _emit(_table(["HASH", "REVISION", "TOTAL KEYS", "TOTAL SIZE"], [row]))
-    else:
-        _emit(", ".join(row))
-    return 0
+    raise _moved_to_labutl(ctx, "status")
 
 
 def cmd_snapshot_restore(ctx: Context) -> int:
-    """Build a new member's data dir from a snapshot, as `etcdctl snapshot restore`:
-    run it for every member of the new cluster with the same --initial-cluster."""
-    a = ctx.args
-    try:
-        state = read_snapshot_file(Path(a.file))
-        cluster = {}
-        for item in a.initial_cluster.split(","):
-            name, _, url = item.partition("=")
-            cluster[name] = parse_url(url, "--initial-cluster")
-        config = NodeConfig(
-            name=a.name,
-            data_dir=Path(a.data_dir or f"{a.name}.kubelab-store"),
-            peer_listen=cluster.get(a.name, ("127.0.0.1", 2380)),
-            initial_cluster=cluster,
-            cluster_token=a.initial_cluster_token,
-        )
-        restore_data_dir(config, StoreStateMachine(), state)
-    except (OSError, ValueError, SnapshotFileError, StoreStorageError) as exc:
-        raise CommandError(str(exc)) from None
-    _emit(f"restored snapshot {a.file} into {config.data_dir} for member {a.name}")
-    return 0
+    raise _moved_to_labutl(ctx, "restore")
+
+
+def _moved_to_labutl(ctx: Context, verb: str) -> CommandError:
+    """`snapshot status` and `snapshot restore` read and write files with the store's own
+    state machine and WAL, which labctl does not load (etcd moved them from etcdctl to
+    etcdutl for the same reason): say which command does it, with the arguments given."""
+    command = shlex.join(labutl_command(verb, ctx.args, ctx.write_out))
+    return CommandError(
+        f"`labctl store snapshot {verb}` works on files offline and moved to labutl "
+        f"(as etcdctl's moved to etcdutl): run `{command}`"
+    )
 
 
 def cmd_defrag(ctx: Context) -> int:
-    _emit(
+    emit(
         "defrag: nothing to do: kubelab's store keeps no bbolt database file to defragment "
         "(its WAL and snapshots are trimmed as it goes); this command is a no-op"
     )
@@ -879,7 +794,7 @@ def _emit_alarms(ctx: Context, raw: dict[str, Any], alarms: Sequence[Alarm]) -> 
     if ctx.json:
         _emit_json(raw)
     else:
-        _emit(*(f"memberID:{a.member_id} alarm:{a.alarm}" for a in alarms))
+        emit(*(f"memberID:{a.member_id} alarm:{a.alarm}" for a in alarms))
 
 
 # -- parser ------------------------------------------------------------------------------
@@ -1008,18 +923,9 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot = group("snapshot", "snapshot commands")
     p = verb(snapshot, "save", cmd_snapshot_save, "stream a member's snapshot to a file")
     p.add_argument("file")
-    p = verb(snapshot, "status", cmd_snapshot_status, "hash, revision, keys and size of a file")
-    p.add_argument("file")
-    p = verb(snapshot, "restore", cmd_snapshot_restore, "restore a member from a snapshot")
-    p.add_argument("file")
-    p.add_argument("--name", default="default", help="the member to build the data dir for")
-    p.add_argument("--data-dir", default=None)
-    p.add_argument(
-        "--initial-cluster",
-        default="default=https://127.0.0.1:2380",
-        help="every member of the new cluster as name=https://host:port",
-    )
-    p.add_argument("--initial-cluster-token", default="kubelab-store")
+    text = "moved to `labutl snapshot {}` (works on files offline)"
+    add_status_arguments(verb(snapshot, "status", cmd_snapshot_status, text.format("status")))
+    add_restore_arguments(verb(snapshot, "restore", cmd_snapshot_restore, text.format("restore")))
 
     verb(verbs, "defrag", cmd_defrag, "no-op: kubelab's store has nothing to defragment")
 

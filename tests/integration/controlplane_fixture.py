@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from controlplane.localplane import LocalControlPlane
+from lab.localplane import LocalControlPlane
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
 

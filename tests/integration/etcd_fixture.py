@@ -31,8 +31,8 @@ from pathlib import Path
 
 import requests
 
-from controlplane.store.localcluster import free_port
 from kubelab import pki
+from lab.localcluster import free_port
 
 ETCD = shutil.which("etcd")
 ETCDCTL = shutil.which("etcdctl")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.localplane import LocalControlPlane
 from kubelab.storeclient import StoreClient
+from lab.localplane import LocalControlPlane
 from tests.integration.controlplane_fixture import Lab
 from tests.integration.etcd_fixture import ETCD, start_etcd_cluster
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from controlplane.localplane import LocalControlPlane
-from controlplane.store.localcluster import Member
+from lab.localcluster import Member
+from lab.localplane import LocalControlPlane
 
 NAMESPACE = "faults"
 

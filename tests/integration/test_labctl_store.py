@@ -23,10 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.store.localcluster import LocalCluster
+from controlplane.store import labutl as labutl_module
+from controlplane.store.labutl import SnapshotStatus
+from controlplane.store.labutl import main as labutl_main
 from kubelab.cli import labctl
 from kubelab.cli.labctl import main
 from kubelab.storeclient import StoreClient
+from lab.localcluster import LocalCluster
 from tests.integration.etcd_fixture import ETCD, ETCDCTL, EtcdCluster, free_port, start_etcd_cluster
 
 needs_etcdctl = pytest.mark.skipif(ETCDCTL is None, reason="etcdctl not installed")
@@ -466,27 +469,34 @@ def test_compaction_then_reading_the_past_fails(etcd: EtcdCluster, lab: Labctl) 
 
 
 def test_snapshot_save_and_the_store_specific_verbs(
-    lab: Labctl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    lab: Labctl, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = tmp_path / "backup.db"
     code, out, err = lab("snapshot", "save", str(target))
     assert code == 0 and out == f"Snapshot saved at {target}\n"
     assert target.stat().st_size > 0 and "fetched snapshot from http://127.0.0.1:" in err
-
-    # An etcd (bbolt) snapshot is not a kubelab store snapshot: refused, clearly.
-    code, _, err = lab("snapshot", "status", str(target))
-    assert code == 1 and "is not a kubelab store snapshot" in err
-    code, _, err = lab("snapshot", "restore", str(target), "--data-dir", str(tmp_path / "r"))
-    assert code == 1 and "is not a kubelab store snapshot" in err
     assert "no-op" in lab.ok("defrag")
 
-    status = labctl.SnapshotStatus(hash=0x32AA5DCB, revision=327, total_keys=339, total_size=438272)
-    monkeypatch.setattr(labctl, "read_snapshot_status", lambda path: status)
-    assert lab.ok("snapshot", "status", str(target)) == "32aa5dcb, 327, 339, 438 kB\n"
-    assert lab.ok("snapshot", "status", str(target), "-w", "table").splitlines()[1] == (
+    # The offline verbs are labutl's (labctl names the command: tests/unit/test_labctl_offline.py).
+    def labutl(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = labutl_main(argv)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    # An etcd (bbolt) snapshot is not a kubelab store snapshot: refused, clearly.
+    code, _, err = labutl("snapshot", "status", str(target))
+    assert code == 1 and "is not a kubelab store snapshot" in err
+    code, _, err = labutl("snapshot", "restore", str(target), "--data-dir", str(tmp_path / "r"))
+    assert code == 1 and "is not a kubelab store snapshot" in err
+
+    status = SnapshotStatus(hash=0x32AA5DCB, revision=327, total_keys=339, total_size=438272)
+    monkeypatch.setattr(labutl_module, "read_snapshot_status", lambda path: status)
+    assert labutl("snapshot", "status", str(target))[1] == "32aa5dcb, 327, 339, 438 kB\n"
+    assert labutl("snapshot", "status", str(target), "-w", "table")[1].splitlines()[1] == (
         "|   HASH   | REVISION | TOTAL KEYS | TOTAL SIZE |"
     )
-    assert json.loads(lab.ok("snapshot", "status", str(target), "-w", "json")) == {
+    assert json.loads(labutl("snapshot", "status", str(target), "-w", "json")[1]) == {
         "hash": 0x32AA5DCB,
         "revision": 327,
         "totalKey": 339,

@@ -30,7 +30,6 @@ from typing import Any
 import pytest
 import requests
 
-from controlplane.store.localcluster import LocalCluster
 from kubelab.storeclient import (
     Compare,
     Delete,
@@ -44,6 +43,7 @@ from kubelab.storeclient import (
     WatchResponse,
     prefix_end,
 )
+from lab.localcluster import LocalCluster
 from tests.integration.etcd_fixture import ETCD, start_etcd_cluster
 
 pytestmark = pytest.mark.skipif(

@@ -64,7 +64,6 @@ from typing import TypeVar
 import pytest
 import requests
 
-from controlplane.store.localcluster import LocalCluster, Member
 from kubelab.lincheck import KVInput, KVModel, KVOutput, Operation, check
 from kubelab.storeclient import (
     Compare,
@@ -76,6 +75,7 @@ from kubelab.storeclient import (
     Unreachable,
     Watch,
 )
+from lab.localcluster import LocalCluster, Member
 
 KEYS = ("fault/a/0", "fault/a/1", "fault/b/0", "fault/b/1", "fault/b/2")
 ROAMING_PREFIXES = ("fault/a/", "fault/b/")  # one watcher each, and one on "fault/"

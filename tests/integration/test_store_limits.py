@@ -31,7 +31,6 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from controlplane.store.localcluster import LocalCluster, Member
 from kubelab import pki
 from kubelab.storeclient import (
     InvalidArgument,
@@ -40,6 +39,7 @@ from kubelab.storeclient import (
     StoreClient,
     Unavailable,
 )
+from lab.localcluster import LocalCluster, Member
 
 MIB = 1024 * 1024
 TOO_LARGE = "etcdserver: request is too large"

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from controlplane.store.localcluster import LocalCluster
 from kubelab.storeclient import StoreClient
+from lab.localcluster import LocalCluster
 
 
 @pytest.fixture

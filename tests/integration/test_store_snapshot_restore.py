@@ -1,8 +1,9 @@
 """Snapshot save, restore into a fresh 3-member cluster: all the data is there.
 
-The flow of the seeds' "etcd backup" section, on kubelab's store with `labctl store`:
-`snapshot save`, `snapshot status`, then `snapshot restore` once per member of a new
-cluster (same --initial-cluster), start it, and read everything back.
+The flow of the seeds' "etcd backup" section, on kubelab's store: `labctl store snapshot
+save` against the running cluster, then offline `labutl snapshot status` and `labutl
+snapshot restore` once per member of a new cluster (same --initial-cluster), start it, and
+read everything back.
 """
 
 from __future__ import annotations
@@ -12,12 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.store.localcluster import LocalCluster
+from controlplane.store import labutl
 from kubelab.cli import labctl
+from lab.localcluster import LocalCluster
 
 
 def _labctl(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     code = labctl.main(["store", *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def _labutl(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code = labutl.main(argv)
     out, err = capsys.readouterr()
     assert code == 0, err
     return out
@@ -38,13 +47,13 @@ def test_snapshot_save_restore_into_a_new_cluster_keeps_every_key(
     finally:
         old.stop_all()
 
-    status = json.loads(_labctl(capsys, "snapshot", "status", str(backup), "-w", "json"))
+    status = json.loads(_labutl(capsys, "snapshot", "status", str(backup), "-w", "json"))
     assert status["totalKey"] == 200 and status["revision"] == 201
 
     new = LocalCluster(tmp_path / "new", 3)
     initial = ",".join(f"{m.name}={m.peer_url}" for m in new.members)
     for m in new.members:
-        _labctl(
+        _labutl(
             capsys,
             "snapshot", "restore", str(backup),
             "--name", m.name,

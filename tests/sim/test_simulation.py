@@ -10,6 +10,10 @@ failure prints the line that replays it exactly::
 
 Environment:
     KUBELAB_SIM_SEED=N   run only seed N (in test_random_faults and test_soak)
+    KUBELAB_SIM_RANDOM_SEEDS=N
+                         run seeds 1..N in test_random_faults instead of DEFAULT_SEEDS;
+                         ``make test-fast`` sets it to 12, the seeds test_fault_coverage
+                         needs anyway.
     KUBELAB_SIM_SEEDS=N  enable test_soak (marked slow) over seeds 1..N; ``make soak``
                          sets it to 2000. Without it the soak is skipped, so that
                          ``make test`` runs only the default seeds.
@@ -49,6 +53,7 @@ FAULT_TICKS = 600
 
 SEED_ENV = "KUBELAB_SIM_SEED"
 SEEDS_ENV = "KUBELAB_SIM_SEEDS"
+RANDOM_SEEDS_ENV = "KUBELAB_SIM_RANDOM_SEEDS"
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -63,7 +68,8 @@ def _seed_id(seed: int) -> str:
 
 def _default_seeds() -> list[int]:
     only = _env_int(SEED_ENV)
-    return [only] if only is not None else list(range(1, DEFAULT_SEEDS + 1))
+    count = _env_int(RANDOM_SEEDS_ENV) or DEFAULT_SEEDS
+    return [only] if only is not None else list(range(1, count + 1))
 
 
 def _soak_seeds() -> list[Any]:

@@ -427,3 +427,29 @@ def test_kinds_without_defaults_are_left_untouched() -> None:
     obj = {"metadata": {"name": "x"}, "data": {"a": "b"}}
     assert defaulted("ConfigMap", copy.deepcopy(obj)) == obj
     assert defaulted("Widget", copy.deepcopy(obj)) == obj
+
+
+@pytest.mark.parametrize(
+    ("kind", "counters"),
+    [
+        ("ReplicaSet", ["replicas"]),
+        ("ReplicationController", ["replicas"]),
+        ("StatefulSet", ["replicas"]),
+        (
+            "DaemonSet",
+            [
+                "currentNumberScheduled",
+                "numberMisscheduled",
+                "desiredNumberScheduled",
+                "numberReady",
+            ],
+        ),
+    ],
+)
+def test_status_counters_go_serializes_at_zero_are_present(kind: str, counters: list[str]) -> None:
+    obj: dict[str, Any] = {"kind": kind, "spec": {"template": {"spec": {"containers": []}}}}
+    apply_defaults(kind, obj)
+    assert obj["status"] == dict.fromkeys(counters, 0)
+    obj["status"] = {counters[0]: 3}
+    apply_defaults(kind, obj)
+    assert obj["status"][counters[0]] == 3, "a counter the writer set is kept"

@@ -1,10 +1,10 @@
-"""Field sets for server-side apply (`kubelab.api.managedfields`)."""
+"""Field sets for server-side apply (`controlplane.apiserver.managedfields`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubelab.api import managedfields as mf
+from controlplane.apiserver import managedfields as mf
 
 DEPLOYMENT: dict[str, Any] = {
     "apiVersion": "apps/v1",

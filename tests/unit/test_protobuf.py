@@ -1,4 +1,4 @@
-"""Tests for kubelab.api.protobuf, the decoder of kubectl's protobuf request bodies.
+"""Tests for controlplane.apiserver.protobuf, the decoder of kubectl's protobuf request bodies.
 
 The fixtures are request bodies that kubectl 1.37 really sent, captured with a throwaway
 HTTP server, each next to what the same kubectl command printed with `--dry-run=client -o
@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from kubelab.api import protobuf
-from kubelab.api.protobuf import (
+from controlplane.apiserver import protobuf
+from controlplane.apiserver.protobuf import (
     KINDS,
     PROTOBUF,
     SCHEMA,

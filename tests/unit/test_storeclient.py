@@ -1,9 +1,10 @@
 """`kubelab.storeclient` against a real etcd: every call, its typed result, its errors.
 
 What these tests assert is etcd's behaviour as seen through its JSON gateway, so that the
-same tests can later hold kubelab's store to it. Each test uses its own key prefix; the
-module shares one single-member etcd, and tests that stop members or need TLS start
-their own.
+same tests can later hold kubelab's store to it. The KV and watch tests (fixture
+`kvstore`) also hold `lab.memstore`, the in-process store of the test apiserver, to it.
+Each test uses its own key prefix; the module shares one single-member etcd, and tests
+that stop members or need TLS start their own.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from kubelab.storeclient import (
     error_from,
     prefix_end,
 )
+from lab.memstore import MemStore
 from tests.integration.etcd_fixture import (
     ETCD,
     EtcdCluster,
@@ -72,6 +74,21 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
 def client(etcd: EtcdCluster) -> Iterator[StoreClient]:
     with StoreClient(etcd.endpoints) as c:
         yield c
+
+
+KV = StoreClient | MemStore
+
+
+@pytest.fixture(params=["etcd", "memstore"])
+def kvstore(request: pytest.FixtureRequest) -> Iterator[KV]:
+    """The KV and watch expectations hold for a real etcd and for the in-process
+    `lab.memstore` the test apiserver runs on alike."""
+    if request.param == "memstore":
+        with MemStore() as store:
+            yield store
+    else:
+        with StoreClient(request.getfixturevalue("etcd").endpoints) as c:
+            yield c
 
 
 # -- pure helpers ------------------------------------------------------------------------
@@ -117,13 +134,13 @@ def test_txn_and_compare_bodies_carry_only_set_fields() -> None:
 # -- KV ----------------------------------------------------------------------------------
 
 
-def test_put_get_roundtrip_with_metadata(client: StoreClient) -> None:
-    first = client.put(b"rt/k", b"v1")
+def test_put_get_roundtrip_with_metadata(kvstore: KV) -> None:
+    first = kvstore.put(b"rt/k", b"v1")
     assert first.prev_kv is None
     assert first.header.revision > 0 and first.header.member_id != 0
-    second = client.put("rt/k", "v2", prev_kv=True)
+    second = kvstore.put("rt/k", "v2", prev_kv=True)
     assert second.prev_kv is not None and second.prev_kv.value == b"v1"
-    got = client.get("rt/k")
+    got = kvstore.get("rt/k")
     assert got.count == 1 and not got.more
     kv = got.kvs[0]
     assert kv == KeyValue(
@@ -131,90 +148,90 @@ def test_put_get_roundtrip_with_metadata(client: StoreClient) -> None:
     )
     assert got.raw["kvs"][0]["key"] == base64.b64encode(b"rt/k").decode()
 
-    missing = client.get("rt/missing")
+    missing = kvstore.get("rt/missing")
     assert missing.kvs == [] and missing.count == 0
 
 
-def test_binary_keys_and_values(client: StoreClient) -> None:
+def test_binary_keys_and_values(kvstore: KV) -> None:
     key, value = b"bin/\x00\xff\n", bytes(range(256))
-    client.put(key, value)
-    assert client.get(key).kvs[0].value == value
+    kvstore.put(key, value)
+    assert kvstore.get(key).kvs[0].value == value
 
 
-def test_ranges_prefix_limit_keys_only_count_only_sort(client: StoreClient) -> None:
+def test_ranges_prefix_limit_keys_only_count_only_sort(kvstore: KV) -> None:
     for name in ("a", "b", "c"):
-        client.put(f"rg/{name}", f"value-{name}")
-    client.put("rh", "outside the prefix")
+        kvstore.put(f"rg/{name}", f"value-{name}")
+    kvstore.put("rh", "outside the prefix")
 
-    everything = client.get("rg/", prefix=True)
+    everything = kvstore.get("rg/", prefix=True)
     assert [kv.key for kv in everything.kvs] == [b"rg/a", b"rg/b", b"rg/c"]
 
-    limited = client.get("rg/", prefix=True, limit=2)
+    limited = kvstore.get("rg/", prefix=True, limit=2)
     assert len(limited.kvs) == 2 and limited.more and limited.count == 3
 
-    assert [kv.key for kv in client.get("rg/a", "rg/c").kvs] == [b"rg/a", b"rg/b"]
+    assert [kv.key for kv in kvstore.get("rg/a", "rg/c").kvs] == [b"rg/a", b"rg/b"]
 
-    keys = client.get("rg/", prefix=True, keys_only=True)
+    keys = kvstore.get("rg/", prefix=True, keys_only=True)
     assert [kv.value for kv in keys.kvs] == [b"", b"", b""]
 
-    counted = client.get("rg/", prefix=True, count_only=True)
+    counted = kvstore.get("rg/", prefix=True, count_only=True)
     assert counted.kvs == [] and counted.count == 3
 
-    backwards = client.get("rg/", prefix=True, sort_order="DESCEND", sort_target="KEY")
+    backwards = kvstore.get("rg/", prefix=True, sort_order="DESCEND", sort_target="KEY")
     assert [kv.key for kv in backwards.kvs] == [b"rg/c", b"rg/b", b"rg/a"]
 
-    serial = client.get("rg/a", serializable=True)
+    serial = kvstore.get("rg/a", serializable=True)
     assert serial.kvs[0].value == b"value-a"
 
-    all_keys = client.get(b"", prefix=True, keys_only=True)
+    all_keys = kvstore.get(b"", prefix=True, keys_only=True)
     assert {b"rg/a", b"rh"} <= {kv.key for kv in all_keys.kvs}
 
 
-def test_empty_key_is_invalid_argument(client: StoreClient) -> None:
+def test_empty_key_is_invalid_argument(kvstore: KV) -> None:
     with pytest.raises(InvalidArgument, match="key is not provided") as info:
-        client.put(b"", b"x")
+        kvstore.put(b"", b"x")
     assert info.value.code == GrpcCode.INVALID_ARGUMENT
 
 
-def test_reads_at_past_and_future_revisions(client: StoreClient) -> None:
-    r1 = client.put("rev/k", "one").header.revision
-    r2 = client.put("rev/k", "two").header.revision
-    assert client.get("rev/k", revision=r1).kvs[0].value == b"one"
-    assert client.get("rev/k", revision=r2).kvs[0].value == b"two"
+def test_reads_at_past_and_future_revisions(kvstore: KV) -> None:
+    r1 = kvstore.put("rev/k", "one").header.revision
+    r2 = kvstore.put("rev/k", "two").header.revision
+    assert kvstore.get("rev/k", revision=r1).kvs[0].value == b"one"
+    assert kvstore.get("rev/k", revision=r2).kvs[0].value == b"two"
     with pytest.raises(FutureRevisionError, match="future revision") as info:
-        client.get("rev/k", revision=r2 + 1000)
+        kvstore.get("rev/k", revision=r2 + 1000)
     assert info.value.code == GrpcCode.OUT_OF_RANGE
 
 
-def test_compaction_makes_old_revisions_unreadable(client: StoreClient) -> None:
-    old = client.put("cmp/k", "old").header.revision
-    new = client.put("cmp/k", "new").header.revision
-    client.compact(new, physical=True)
+def test_compaction_makes_old_revisions_unreadable(kvstore: KV) -> None:
+    old = kvstore.put("cmp/k", "old").header.revision
+    new = kvstore.put("cmp/k", "new").header.revision
+    kvstore.compact(new, physical=True)
     with pytest.raises(CompactedError, match="required revision has been compacted") as info:
-        client.get("cmp/k", revision=old)
+        kvstore.get("cmp/k", revision=old)
     assert info.value.code == GrpcCode.OUT_OF_RANGE
-    assert client.get("cmp/k", revision=new).kvs[0].value == b"new"
+    assert kvstore.get("cmp/k", revision=new).kvs[0].value == b"new"
     with pytest.raises(CompactedError):
-        client.compact(new)  # compacting to the same revision again
+        kvstore.compact(new)  # compacting to the same revision again
 
 
-def test_delete_single_range_and_prefix(client: StoreClient) -> None:
+def test_delete_single_range_and_prefix(kvstore: KV) -> None:
     for name in ("a", "b", "c"):
-        client.put(f"del/{name}", name)
-    one = client.delete("del/a", prev_kv=True)
+        kvstore.put(f"del/{name}", name)
+    one = kvstore.delete("del/a", prev_kv=True)
     assert one.deleted == 1 and [kv.value for kv in one.prev_kvs] == [b"a"]
-    assert client.delete("del/a").deleted == 0
-    rest = client.delete("del/", prefix=True)
+    assert kvstore.delete("del/a").deleted == 0
+    rest = kvstore.delete("del/", prefix=True)
     assert rest.deleted == 2 and rest.prev_kvs == []
-    assert client.get("del/", prefix=True).count == 0
+    assert kvstore.get("del/", prefix=True).count == 0
 
 
 # -- txn ---------------------------------------------------------------------------------
 
 
-def test_txn_create_if_absent(client: StoreClient) -> None:
+def test_txn_create_if_absent(kvstore: KV) -> None:
     def create(value: str) -> bool:
-        return client.txn(
+        return kvstore.txn(
             [Compare.mod("txn/lock", "=", 0)],
             [Put(b"txn/lock", value.encode())],
             [Get(b"txn/lock")],
@@ -222,12 +239,12 @@ def test_txn_create_if_absent(client: StoreClient) -> None:
 
     assert create("first")
     assert not create("second")
-    assert client.get("txn/lock").kvs[0].value == b"first"
+    assert kvstore.get("txn/lock").kvs[0].value == b"first"
 
 
-def test_txn_responses_are_typed_and_nested(client: StoreClient) -> None:
-    client.put("txn2/a", "1")
-    result = client.txn(
+def test_txn_responses_are_typed_and_nested(kvstore: KV) -> None:
+    kvstore.put("txn2/a", "1")
+    result = kvstore.txn(
         [Compare.value("txn2/a", "=", "1"), Compare.version("txn2/a", ">", 0)],
         [
             Put(b"txn2/b", b"2"),
@@ -249,17 +266,17 @@ def test_txn_responses_are_typed_and_nested(client: StoreClient) -> None:
     assert [kv.key for kv in rng.kvs] == [b"txn2/a", b"txn2/b"]
     assert isinstance(dele, DeleteResult) and dele.deleted == 1
     assert isinstance(nested, TxnResult) and not nested.succeeded
-    assert client.get("txn2/c").kvs[0].value == b"else"
+    assert kvstore.get("txn2/c").kvs[0].value == b"else"
 
-    failed = client.txn([Compare.value("txn2/a", "=", "1")], [], [Get(b"txn2/b")])
+    failed = kvstore.txn([Compare.value("txn2/a", "=", "1")], [], [Get(b"txn2/b")])
     assert not failed.succeeded
     (got,) = failed.responses
     assert isinstance(got, RangeResult) and got.kvs[0].value == b"2"
 
 
-def test_txn_with_two_writes_to_one_key_is_invalid(client: StoreClient) -> None:
+def test_txn_with_two_writes_to_one_key_is_invalid(kvstore: KV) -> None:
     with pytest.raises(InvalidArgument, match="duplicate key"):
-        client.txn([], [Put(b"txn3/k", b"1"), Put(b"txn3/k", b"2")])
+        kvstore.txn([], [Put(b"txn3/k", b"1"), Put(b"txn3/k", b"2")])
 
 
 def test_txn_lease_compare(client: StoreClient) -> None:
@@ -311,12 +328,12 @@ def test_lease_with_chosen_id_and_unknown_lease(client: StoreClient) -> None:
 # -- watch -------------------------------------------------------------------------------
 
 
-def test_watch_from_a_past_revision_with_prev_kv(client: StoreClient) -> None:
-    start = client.put("w1/k", "a").header.revision
-    client.put("w1/k", "b")
-    client.delete("w1/k")
-    client.put("w1/other", "c")
-    with client.watch("w1/", prefix=True, start_revision=start, prev_kv=True) as watch:
+def test_watch_from_a_past_revision_with_prev_kv(kvstore: KV) -> None:
+    start = kvstore.put("w1/k", "a").header.revision
+    kvstore.put("w1/k", "b")
+    kvstore.delete("w1/k")
+    kvstore.put("w1/other", "c")
+    with kvstore.watch("w1/", prefix=True, start_revision=start, prev_kv=True) as watch:
         created = next(watch)
         assert created.created and not created.events
         events: list[Event] = []
@@ -335,10 +352,10 @@ def test_watch_from_a_past_revision_with_prev_kv(client: StoreClient) -> None:
     assert events[2].kv.mod_revision == start + 2
 
 
-def test_watch_sees_live_events_and_close_from_another_thread(client: StoreClient) -> None:
-    watch = client.watch("w2/k")
+def test_watch_sees_live_events_and_close_from_another_thread(kvstore: KV) -> None:
+    watch = kvstore.watch("w2/k")
     assert next(watch).created
-    client.put("w2/k", "live")
+    kvstore.put("w2/k", "live")
     (event,) = next(watch).events
     assert (event.type, event.kv.value) == ("PUT", b"live")
 
@@ -348,19 +365,19 @@ def test_watch_sees_live_events_and_close_from_another_thread(client: StoreClien
     assert time.monotonic() - began < 5
 
 
-def test_watch_from_a_compacted_revision_is_canceled(client: StoreClient) -> None:
-    old = client.put("w3/k", "old").header.revision
-    now = client.put("w3/k", "new").header.revision
-    client.compact(now)
-    with client.watch("w3/k", start_revision=old) as watch:
+def test_watch_from_a_compacted_revision_is_canceled(kvstore: KV) -> None:
+    old = kvstore.put("w3/k", "old").header.revision
+    now = kvstore.put("w3/k", "new").header.revision
+    kvstore.compact(now)
+    with kvstore.watch("w3/k", start_revision=old) as watch:
         responses = list(watch)
     assert responses[0].created
     last = responses[-1]
     assert last.canceled and last.compact_revision == now and not last.events
 
 
-def test_watch_progress_notify_is_accepted(client: StoreClient) -> None:
-    with client.watch("w4/k", progress_notify=True) as watch:
+def test_watch_progress_notify_is_accepted(kvstore: KV) -> None:
+    with kvstore.watch("w4/k", progress_notify=True) as watch:
         assert next(watch).created
 
 

@@ -1,4 +1,4 @@
-"""kubelab.storehttp: the store client's kept-alive connections for unary calls."""
+"""`kubelab.storeclient.http`: the store client's kept-alive connections for unary calls."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from kubelab import storehttp
+from kubelab.storeclient import http as storehttp
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from controlplane.apiserver.tables import human_duration, to_table
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import RESOURCES, Resource, lookup
-from kubelab.api.tables import human_duration, to_table
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 

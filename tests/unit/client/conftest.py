@@ -1,20 +1,19 @@
-"""Fixtures of the client library's tests: a fake API server and clients of it."""
+"""Fixtures of the client library's tests: clients of the real apiserver, in-process
+(`apiserver` and `namespace` come from tests/conftest.py), and helpers."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
 from kubelab import pki
 from kubelab.client.clock import FakeClock
 from kubelab.client.flowcontrol import Backoff
-from kubelab.client.kubeconfig import ClientConfig
 from kubelab.client.rest import RestClient
-from tests.unit.client.fakeapi import FakeApiServer, TLSFiles
+from lab.testenv import Environment
 
 FAST_BACKOFF = Backoff(base=0.01, cap=0.05)
 
@@ -34,25 +33,23 @@ class AutoClock(FakeClock):
 
 
 @pytest.fixture
-def api() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
+def client(apiserver: Environment, namespace: str) -> Iterator[RestClient]:
+    """An admin client (system:masters) of the test apiserver."""
+    config = apiserver.client_config(namespace=namespace)
+    with RestClient(config, qps=None, backoff=FAST_BACKOFF) as c:
+        yield c
 
 
 @pytest.fixture
-def client(api: FakeApiServer) -> Iterator[RestClient]:
-    with RestClient(ClientConfig(server=api.url), qps=None, backoff=FAST_BACKOFF) as c:
+def admin(apiserver: Environment) -> Iterator[RestClient]:
+    """Another client, for what the test does around the client under test."""
+    with RestClient(apiserver.client_config(), qps=None) as c:
         yield c
 
 
 @pytest.fixture(scope="session")
 def tls_ca() -> pki.CertKey:
     return pki.new_ca("kubelab-test-ca")
-
-
-@pytest.fixture
-def tls_files(tmp_path: Path, tls_ca: pki.CertKey) -> TLSFiles:
-    return TLSFiles(tmp_path / "pki", tls_ca)
 
 
 def eventually(predicate: Callable[[], object], timeout: float = 5.0) -> None:

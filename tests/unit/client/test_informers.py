@@ -1,5 +1,6 @@
-"""The cache (`Indexer`), the `Reflector` against the fake API server (list, watch,
-relist after 410, bookmarks, back-off) and the `SharedInformer`'s handler contract."""
+"""The cache (`Indexer`), the `Reflector` against the real apiserver in-process (list,
+watch, relist after 410, bookmarks, back-off) and the `SharedInformer`'s handler
+contract. Each test's reflector or informer watches the test's own namespace."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kubelab.api import errors
 from kubelab.client.clock import FakeClock
 from kubelab.client.informers import (
     NAMESPACE_INDEX,
@@ -23,10 +25,11 @@ from kubelab.client.informers import (
     object_key,
     split_key,
 )
-from kubelab.client.kubeconfig import ClientConfig
 from kubelab.client.rest import Object, RestClient, resource_for
+from lab.faults import Request
+from lab.testenv import Environment
+from tests.conftest import new_namespace
 from tests.unit.client.conftest import FAST_BACKOFF, eventually
-from tests.unit.client.fakeapi import FakeApiServer, Recorded
 
 PODS = resource_for("v1", "Pod")
 NODES = resource_for("v1", "Node")
@@ -140,116 +143,154 @@ def stop() -> Iterator[threading.Event]:
     event.set()
 
 
-def fast_client(api: FakeApiServer) -> RestClient:
+def fast_client(env: Environment) -> RestClient:
     """No client-side retries: the reflector's own reactions are what is tested."""
-    return RestClient(ClientConfig(server=api.url), qps=None, max_retries=0)
+    return RestClient(env.client_config(), qps=None, max_retries=0)
 
 
 def start_reflector(
-    api: FakeApiServer, store: Indexer, stop: threading.Event, **kwargs: Any
+    env: Environment, store: Indexer, stop: threading.Event, namespace: str, **kwargs: Any
 ) -> tuple[Reflector, threading.Thread]:
-    reflector = Reflector(fast_client(api), PODS, store, backoff=FAST_BACKOFF, **kwargs)
+    reflector = Reflector(
+        fast_client(env), PODS, store, namespace=namespace, backoff=FAST_BACKOFF, **kwargs
+    )
     thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
     thread.start()
     return reflector, thread
 
 
+def api_pod(name: str, node: str | None = None, **labels: str) -> Object:
+    """A pod the apiserver accepts (`pod` above is the cache's view of one)."""
+    spec: Object = {"containers": [{"name": "c", "image": "nginx"}]}
+    if node:
+        spec["nodeName"] = node
+    meta: Object = {"name": name, "labels": labels} if labels else {"name": name}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def current_rv(admin: RestClient, namespace: str) -> str:
+    """The store's current revision (a consistent list's resourceVersion)."""
+    return str(admin.list(PODS, namespace)["metadata"]["resourceVersion"])
+
+
+def expire_history(env: Environment, namespace: str) -> errors.StatusError:
+    """Stand-in for compaction: the apiserver's watch cache keeps 10,000 events per
+    resource, far more than a test makes, so the next watch in `namespace` is answered
+    as one from a compacted resourceVersion would be (410), once released."""
+    fault = env.faults.gone(verb="watch", resource="pods", namespace=namespace).held()
+    env.faults.end_watches(PODS, namespace)
+    return fault  # type: ignore[return-value]
+
+
 def test_reflector_lists_in_pages_then_follows_the_watch(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
 ) -> None:
     for name in "abc":
-        api.create(PODS, pod(name), "default")
+        admin.create(PODS, api_pod(name), namespace)
     store = Indexer()
-    reflector, _ = start_reflector(api, store, stop, page_size=2)
-    api.wait_for_watches(1)
+    with apiserver.record() as log:
+        reflector, _ = start_reflector(apiserver, store, stop, namespace, page_size=2)
+        apiserver.wait_for_watches(1, PODS, namespace)
     assert names(store.list()) == ["a", "b", "c"]
-    assert store.get("default/a")["kind"] == "Pod"  # type: ignore[index]
-    lists = api.calls("GET", "/pods")[:2]
-    assert [r.query.get("continue") for r in lists] == [None, "2"]
-    watch = api.calls("GET", "/pods")[2]
+    assert store.get(f"{namespace}/a")["kind"] == "Pod"  # type: ignore[index]
+    lists = log.calls("GET", "/pods")[:2]
+    assert lists[0].query.get("continue") is None and lists[1].query.get("continue")
+    watch = log.calls("GET", "/pods")[2]
     assert watch.query["resourceVersion"] == reflector.last_sync_resource_version
 
-    api.create(PODS, pod("d"), "default")
-    api.delete(PODS, "default", "a")
-    b = api.get(PODS, "default", "b")
+    admin.create(PODS, api_pod("d"), namespace)
+    admin.delete(PODS, "a", namespace, grace_period_seconds=0)
+    b = admin.get(PODS, "b", namespace)
     b["metadata"]["labels"] = {"new": "yes"}
-    api.update(PODS, b)
+    admin.update(PODS, b)
     eventually(lambda: names(store.list()) == ["b", "c", "d"])
-    eventually(lambda: store.get("default/b")["metadata"].get("labels") == {"new": "yes"})  # type: ignore[index]
-    assert reflector.last_sync_resource_version == str(api.rv)
+    eventually(lambda: store.get(f"{namespace}/b")["metadata"].get("labels") == {"new": "yes"})  # type: ignore[index]
+    assert reflector.last_sync_resource_version == current_rv(admin, namespace)
 
 
 def test_reflector_relists_when_its_resource_version_expired(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
 ) -> None:
-    api.create(PODS, pod("a"), "default")
-    api.create(PODS, pod("b"), "default")
+    admin.create(PODS, api_pod("a"), namespace)
+    admin.create(PODS, api_pod("b"), namespace)
     store = Indexer()
-    reflector, _ = start_reflector(api, store, stop)
-    api.wait_for_watches(1)
-    old_rv = reflector.last_sync_resource_version
+    with apiserver.record() as log:
+        reflector, _ = start_reflector(apiserver, store, stop, namespace)
+        apiserver.wait_for_watches(1, PODS, namespace)
+        old_rv = reflector.last_sync_resource_version
 
-    # While the reflector is not watching, things change and the history is compacted.
-    api.pause_watches()
-    api.delete(PODS, "default", "a")
-    api.create(PODS, pod("c"), "default")
-    api.compact()
-    api.resume_watches()
+        # While the reflector is not watching, things change and the history is compacted.
+        expired = expire_history(apiserver, namespace)
+        admin.delete(PODS, "a", namespace, grace_period_seconds=0)
+        admin.create(PODS, api_pod("c"), namespace)
+        expired.release()  # type: ignore[attr-defined]
 
-    eventually(lambda: names(store.list()) == ["b", "c"])
-    calls = api.calls("GET", "/pods")
+        eventually(lambda: names(store.list()) == ["b", "c"])
+    calls = log.calls("GET", "/pods")
     rewatch = next(
         i for i, r in enumerate(calls) if r.query.get("resourceVersion") == old_rv and i > 1
     )
     assert "watch" not in calls[rewatch + 1].query, "a list follows the expired watch"
-    eventually(lambda: reflector.last_sync_resource_version == str(api.rv))
+    eventually(lambda: reflector.last_sync_resource_version == current_rv(admin, namespace))
 
 
 def test_bookmarks_move_the_resource_version_forward(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment,
+    admin: RestClient,
+    namespace: str,
+    stop: threading.Event,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A bookmark as soon as the watch is quiet (the apiserver looks once a second).
+    monkeypatch.setattr(apiserver.server.registry, "bookmark_every", 0.0)
     store = Indexer()
-    reflector, _ = start_reflector(api, store, stop, namespace="default")
-    api.wait_for_watches(1)
-    api.create(PODS, pod("elsewhere", "other"), "other")  # not seen by this watch
-    assert reflector.last_sync_resource_version != str(api.rv)
-    api.bookmark(PODS)
-    eventually(lambda: reflector.last_sync_resource_version == str(api.rv))
+    reflector, _ = start_reflector(apiserver, store, stop, namespace)
+    apiserver.wait_for_watches(1, PODS, namespace)
+    elsewhere = new_namespace(apiserver, "other")
+    admin.create(PODS, api_pod("elsewhere"), elsewhere)  # not seen by this watch
+    now = current_rv(admin, namespace)
+    assert reflector.last_sync_resource_version != now
+    eventually(lambda: reflector.last_sync_resource_version == now)
     assert len(store) == 0
 
-    api.end_watches()  # the next watch resumes from the bookmark
-    eventually(lambda: api.calls("GET", "/pods")[-1].query["resourceVersion"] == str(api.rv))
-    assert api.calls("GET", "/pods")[-1].query["allowWatchBookmarks"] == "true"
+    with apiserver.record() as log:
+        apiserver.faults.end_watches(PODS, namespace)  # the next watch resumes from the bookmark
+        eventually(lambda: len(log.calls("GET", "/pods")) == 1)
+    assert log.calls("GET", "/pods")[-1].query["resourceVersion"] == now
+    assert log.calls("GET", "/pods")[-1].query["allowWatchBookmarks"] == "true"
 
 
-@pytest.mark.parametrize(
-    "fault", [{"code": 429, "retry_after": 1}, {"code": 0, "disconnect": True}], ids=["429", "conn"]
-)
+@pytest.mark.parametrize("fault", ["429", "conn"])
 def test_reflector_backs_off_and_rewatches_without_relisting(
-    api: FakeApiServer, stop: threading.Event, fault: dict[str, Any]
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event, fault: str
 ) -> None:
-    api.create(PODS, pod("a"), "default")
+    admin.create(PODS, api_pod("a"), namespace)
     store = Indexer()
-    reflector, _ = start_reflector(api, store, stop)
-    api.wait_for_watches(1)
-    rv = reflector.last_sync_resource_version
+    with apiserver.record() as log:
+        reflector, _ = start_reflector(apiserver, store, stop, namespace)
+        apiserver.wait_for_watches(1, PODS, namespace)
+        rv = reflector.last_sync_resource_version
 
-    api.inject(method="GET", path="/pods", times=3, **fault)
-    api.end_watches()
+        if fault == "429":
+            too_many = errors.too_many_requests("slow down", retry_after=1)
+            apiserver.faults.status(too_many, count=3, method="GET", path="/pods")
+        else:
+            apiserver.faults.disconnect(count=3, method="GET", path="/pods")
+        apiserver.faults.end_watches(PODS, namespace)
 
-    def watches() -> list[Recorded]:
-        return [r for r in api.calls("GET", "/pods") if r.query.get("watch")]
+        def watches() -> list[Request]:
+            return [r for r in log.calls("GET", "/pods") if r.query.get("watch")]
 
-    eventually(lambda: len(watches()) == 5)  # the first, 3 refused, 1 accepted
-    api.wait_for_watches(1)
-    assert len(api.calls("GET", "/pods")) == 6, "no second list"
+        eventually(lambda: len(watches()) == 5)  # the first, 3 refused, 1 accepted
+        apiserver.wait_for_watches(1, PODS, namespace)
+    assert len(log.calls("GET", "/pods")) == 6, "no second list"
     assert {r.query["resourceVersion"] for r in watches()} == {rv}
 
 
-def test_reflector_stops_promptly_while_watching(api: FakeApiServer) -> None:
+def test_reflector_stops_promptly_while_watching(apiserver: Environment, namespace: str) -> None:
     stop = threading.Event()
-    _, thread = start_reflector(api, Indexer(), stop)
-    api.wait_for_watches(1)
+    _, thread = start_reflector(apiserver, Indexer(), stop, namespace)
+    apiserver.wait_for_watches(1, PODS, namespace)
     stop.set()
     thread.join(2)
     assert not thread.is_alive()
@@ -290,31 +331,33 @@ class Recorder:
         return self
 
 
-def informer(api: FakeApiServer, **kwargs: Any) -> SharedInformer:
-    return SharedInformer(fast_client(api), PODS, backoff=FAST_BACKOFF, **kwargs)
+def informer(env: Environment, namespace: str, **kwargs: Any) -> SharedInformer:
+    return SharedInformer(
+        fast_client(env), PODS, namespace=namespace, backoff=FAST_BACKOFF, **kwargs
+    )
 
 
-def relabel(api: FakeApiServer, name: str, value: str) -> None:
-    obj = api.get(PODS, "default", name)
+def relabel(admin: RestClient, namespace: str, name: str, value: str) -> None:
+    obj = admin.get(PODS, name, namespace)
     obj["metadata"]["labels"] = {"v": value}
-    api.update(PODS, obj)
+    admin.update(PODS, obj)
 
 
 def test_handlers_see_each_objects_changes_in_order_after_the_cache(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
 ) -> None:
-    api.create(PODS, pod("a"), "default")
-    inf = informer(api)
+    admin.create(PODS, api_pod("a"), namespace)
+    inf = informer(apiserver, namespace)
     rec = Recorder(inf).register()
     assert not inf.has_synced()
     inf.start(stop)
     assert inf.wait_for_sync(5) and inf.has_synced()
     assert rec.events == [("add", "a", None)]
 
-    relabel(api, "a", "1")
-    api.create(PODS, pod("b"), "default")
-    relabel(api, "a", "2")
-    api.delete(PODS, "default", "a")
+    relabel(admin, namespace, "a", "1")
+    admin.create(PODS, api_pod("b"), namespace)
+    relabel(admin, namespace, "a", "2")
+    admin.delete(PODS, "a", namespace, grace_period_seconds=0)
     eventually(lambda: len(rec.events) == 5)
     assert rec.events[1:] == [
         ("update", "a", (None, {"v": "1"})),
@@ -325,47 +368,46 @@ def test_handlers_see_each_objects_changes_in_order_after_the_cache(
 
 
 def test_a_relist_reports_missed_deletes_as_final_state_unknown(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
 ) -> None:
-    api.create(PODS, pod("kept"), "default")
-    api.create(PODS, pod("gone"), "default")
-    inf = informer(api)
+    admin.create(PODS, api_pod("kept"), namespace)
+    admin.create(PODS, api_pod("gone"), namespace)
+    inf = informer(apiserver, namespace)
     rec = Recorder(inf).register()
     inf.start(stop)
     inf.wait_for_sync(5)
-    api.wait_for_watches(1)
+    apiserver.wait_for_watches(1, PODS, namespace)
 
-    api.pause_watches()
-    api.delete(PODS, "default", "gone")
-    relabel(api, "kept", "changed")
-    api.compact()
-    api.resume_watches()
+    expired = expire_history(apiserver, namespace)
+    admin.delete(PODS, "gone", namespace, grace_period_seconds=0)
+    relabel(admin, namespace, "kept", "changed")
+    expired.release()  # type: ignore[attr-defined]
 
     eventually(lambda: len(rec.events) == 4)
     assert sorted(rec.events[2:]) == [
-        ("delete-unknown", "default/gone", "gone"),
+        ("delete-unknown", f"{namespace}/gone", "gone"),
         ("update", "kept", (None, {"v": "changed"})),
     ]
 
 
 def test_a_late_handler_gets_the_cached_objects_as_adds(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
 ) -> None:
-    api.create(PODS, pod("a"), "default")
-    api.create(PODS, pod("b"), "default")
-    inf = informer(api)
+    admin.create(PODS, api_pod("a"), namespace)
+    admin.create(PODS, api_pod("b"), namespace)
+    inf = informer(apiserver, namespace)
     inf.start(stop)
     inf.wait_for_sync(5)
     rec = Recorder(inf).register()
     assert sorted(rec.events) == [("add", "a", None), ("add", "b", None)]
-    api.create(PODS, pod("c"), "default")
+    admin.create(PODS, api_pod("c"), namespace)
     eventually(lambda: ("add", "c", None) in rec.events)
 
 
 def test_a_failing_handler_does_not_stop_the_others(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
 ) -> None:
-    inf = informer(api)
+    inf = informer(apiserver, namespace)
 
     def broken(obj: Object) -> None:
         raise RuntimeError("handler bug")
@@ -374,47 +416,48 @@ def test_a_failing_handler_does_not_stop_the_others(
     rec = Recorder(inf).register()
     inf.start(stop)
     inf.wait_for_sync(5)
-    api.create(PODS, pod("a"), "default")
-    api.create(PODS, pod("b"), "default")
+    admin.create(PODS, api_pod("a"), namespace)
+    admin.create(PODS, api_pod("b"), namespace)
     eventually(lambda: [e[1] for e in rec.events] == ["a", "b"])
 
 
 def test_an_object_the_cache_cannot_hold_does_not_stop_the_informer(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
 ) -> None:
-    api.create(PODS, poisoned("listed", node="n1"), "default")
-    api.create(PODS, pod("a", node="n1"), "default")
-    inf = informer(api, indexers={NODE_NAME_INDEX: picky_index})
+    admin.create(PODS, api_pod("listed", node="n1", poison="yes"), namespace)
+    admin.create(PODS, api_pod("a", node="n1"), namespace)
+    inf = informer(apiserver, namespace, indexers={NODE_NAME_INDEX: picky_index})
     rec = Recorder(inf).register()
     inf.start(stop)
     assert inf.wait_for_sync(5), "the list syncs, without the object it cannot index"
     assert rec.events == [("add", "a", None)]
-    api.create(PODS, poisoned("watched", node="n1"), "default")
-    relabel(api, "a", "1")
-    api.create(PODS, pod("b", node="n1"), "default")
+    admin.create(PODS, api_pod("watched", node="n1", poison="yes"), namespace)
+    relabel(admin, namespace, "a", "1")
+    admin.create(PODS, api_pod("b", node="n1"), namespace)
     eventually(lambda: [e[1] for e in rec.events] == ["a", "a", "b"])
     assert names(inf.indexer.by_index(NODE_NAME_INDEX, "n1")) == ["a", "b"]
 
 
-def test_the_informers_indexes_answer_by_node(api: FakeApiServer, stop: threading.Event) -> None:
-    api.create(PODS, pod("a", node="n1"), "default")
-    api.create(PODS, pod("b", node="n2"), "default")
-    inf = informer(api, indexers={NODE_NAME_INDEX: node_name_index})
+def test_the_informers_indexes_answer_by_node(
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
+) -> None:
+    admin.create(PODS, api_pod("a", node="n1"), namespace)
+    admin.create(PODS, api_pod("b"), namespace)
+    inf = informer(apiserver, namespace, indexers={NODE_NAME_INDEX: node_name_index})
     inf.start(stop)
     inf.wait_for_sync(5)
     assert names(inf.indexer.by_index(NODE_NAME_INDEX, "n1")) == ["a"]
-    binding = api.get(PODS, "default", "b")
-    binding["spec"]["nodeName"] = "n1"
-    api.update(PODS, binding)
+    binding = {"apiVersion": "v1", "kind": "Binding", "target": {"kind": "Node", "name": "n1"}}
+    admin.request("POST", PODS.path(namespace, "b") + "/binding", body=binding)
     eventually(lambda: names(inf.indexer.by_index(NODE_NAME_INDEX, "n1")) == ["a", "b"])
 
 
 def test_resync_redelivers_cached_objects_as_updates(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
 ) -> None:
-    api.create(PODS, pod("a"), "default")
+    admin.create(PODS, api_pod("a"), namespace)
     clock = FakeClock()
-    inf = informer(api, resync_period=30.0, clock=clock)
+    inf = informer(apiserver, namespace, resync_period=30.0, clock=clock)
     rec = Recorder(inf).register()
     inf.start(stop)
     inf.wait_for_sync(5)
@@ -426,13 +469,13 @@ def test_resync_redelivers_cached_objects_as_updates(
 
 
 def test_resync_is_not_starved_by_a_busy_resource(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
 ) -> None:
     """The queue of changes never empties (each handled change brings another): the
     resync still comes once its time is up, not once the resource quietens down."""
-    api.create(PODS, pod("a"), "default")
+    admin.create(PODS, api_pod("a"), namespace)
     clock = FakeClock()
-    inf = informer(api, resync_period=30.0, clock=clock)
+    inf = informer(apiserver, namespace, resync_period=30.0, clock=clock)
     seen: list[str] = []
     inside, release = threading.Event(), threading.Event()
 
@@ -451,7 +494,7 @@ def test_resync_is_not_starved_by_a_busy_resource(
     inf.add_event_handler(on_update=on_update)
     inf.start(stop)
     assert inf.wait_for_sync(5)
-    inf._deltas.update(api.get(PODS, "default", "a"))
+    inf._deltas.update(admin.get(PODS, "a", namespace))
     assert inside.wait(5)
     clock.step(31)  # the resync is due while changes keep coming
     release.set()
@@ -460,10 +503,10 @@ def test_resync_is_not_starved_by_a_busy_resource(
 
 
 def test_last_sync_resource_version_is_what_the_cache_holds(
-    api: FakeApiServer, stop: threading.Event
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
 ) -> None:
-    api.create(PODS, pod("a"), "default")
-    inf = informer(api)
+    admin.create(PODS, api_pod("a"), namespace)
+    inf = informer(apiserver, namespace)
     inside, release = threading.Event(), threading.Event()
 
     def on_update(old: Object, new: Object) -> None:
@@ -474,21 +517,22 @@ def test_last_sync_resource_version_is_what_the_cache_holds(
     inf.start(stop)
     assert inf.wait_for_sync(5)
     assert inf.last_sync_resource_version == inf.indexer.list_resource_version != ""
-    relabel(api, "a", "1")
+    relabel(admin, namespace, "a", "1")
     assert inside.wait(5)
-    applied = inf.indexer.get("default/a")
+    applied = inf.indexer.get(f"{namespace}/a")
     assert applied is not None
-    relabel(api, "a", "2")  # read by the reflector, queued behind the blocked handler
-    eventually(lambda: inf._reflector.last_sync_resource_version == str(api.rv))
+    relabel(admin, namespace, "a", "2")  # read by the reflector, queued behind the handler
+    now = current_rv(admin, namespace)
+    eventually(lambda: inf._reflector.last_sync_resource_version == now)
     assert inf.last_sync_resource_version == applied["metadata"]["resourceVersion"]
-    assert inf.last_sync_resource_version != str(api.rv)
+    assert inf.last_sync_resource_version != now
     release.set()
-    eventually(lambda: inf.last_sync_resource_version == str(api.rv))
+    eventually(lambda: inf.last_sync_resource_version == now)
 
 
-def test_an_informer_stops_when_told(api: FakeApiServer) -> None:
+def test_an_informer_stops_when_told(apiserver: Environment, namespace: str) -> None:
     stop = threading.Event()
-    inf = informer(api)
+    inf = informer(apiserver, namespace)
     thread = inf.start(stop)
     inf.wait_for_sync(5)
     stop.set()

@@ -1,20 +1,39 @@
 """Leader election on a Lease: acquisition, renewal, takeover after expiry judged on the
-candidate's own clock, 409 when another candidate wrote first, release, lost leadership."""
+candidate's own clock, 409 when another candidate wrote first, release, lost leadership.
+The Lease lives in the real apiserver in-process (`lab.testenv`), in the test's own
+namespace."""
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from kubelab.api import errors
 from kubelab.client.clock import REAL_CLOCK, Clock, FakeClock
-from kubelab.client.kubeconfig import ClientConfig
 from kubelab.client.leaderelection import LEASES, LeaderElector
 from kubelab.client.rest import Object, RestClient, ServerUnreachable
+from lab.testenv import Environment
 from tests.unit.client.conftest import FAST_BACKOFF, AutoClock, eventually
-from tests.unit.client.fakeapi import FakeApiServer
+
+
+@dataclass
+class Cluster:
+    """Where the candidates meet: the test apiserver, the test's namespace, and a client
+    to look at the Lease with."""
+
+    env: Environment
+    namespace: str
+    admin: RestClient
+
+
+@pytest.fixture
+def api(apiserver: Environment, namespace: str, admin: RestClient) -> Iterator[Cluster]:
+    yield Cluster(apiserver, namespace, admin)
 
 
 class InterleavingClient(RestClient):
@@ -35,8 +54,8 @@ class ScriptedClient(RestClient):
     it does: "ok", "fail" or an exception to raise); once the script is used up, reads
     fail at once."""
 
-    def __init__(self, api: FakeApiServer, clock: FakeClock, script: list[Any]) -> None:
-        super().__init__(ClientConfig(server=api.url), qps=None, max_retries=0)
+    def __init__(self, api: Cluster, clock: FakeClock, script: list[Any]) -> None:
+        super().__init__(api.env.client_config(), qps=None, max_retries=0)
         self.clock = clock
         self.script = list(script)
 
@@ -61,7 +80,7 @@ def working(log: list[str]) -> Callable[[threading.Event], None]:
 
 
 def candidate(
-    api: FakeApiServer,
+    api: Cluster,
     identity: str,
     clock: Clock,
     *,
@@ -70,12 +89,12 @@ def candidate(
 ) -> tuple[LeaderElector, list[str]]:
     """An elector, and the log of its callbacks."""
     log: list[str] = []
-    client = client or RestClient(ClientConfig(server=api.url), qps=None, backoff=FAST_BACKOFF)
+    client = client or RestClient(api.env.client_config(), qps=None, backoff=FAST_BACKOFF)
     kwargs.setdefault("on_started_leading", working(log))
     elector = LeaderElector(
         client,
         name="kube-scheduler",
-        namespace="kube-system",
+        namespace=api.namespace,
         identity=identity,
         on_stopped_leading=lambda: log.append("stopped"),
         on_new_leader=lambda who: log.append(f"leader={who}"),
@@ -85,12 +104,12 @@ def candidate(
     return elector, log
 
 
-def lease_spec(api: FakeApiServer) -> dict[str, Any]:
-    spec: dict[str, Any] = api.get(LEASES, "kube-system", "kube-scheduler")["spec"]
+def lease_spec(api: Cluster) -> dict[str, Any]:
+    spec: dict[str, Any] = api.admin.get(LEASES, "kube-scheduler", api.namespace)["spec"]
     return spec
 
 
-def test_the_first_candidate_creates_the_lease(api: FakeApiServer) -> None:
+def test_the_first_candidate_creates_the_lease(api: Cluster) -> None:
     clock = FakeClock()
     a, log = candidate(api, "a", clock)
     assert a.try_acquire_or_renew() and a.is_leader()
@@ -112,7 +131,7 @@ def test_the_first_candidate_creates_the_lease(api: FakeApiServer) -> None:
 
 
 def test_a_lease_is_taken_over_only_after_it_expired_on_the_takers_clock(
-    api: FakeApiServer,
+    api: Cluster,
 ) -> None:
     clock = FakeClock()
     a, _ = candidate(api, "a", clock)
@@ -136,29 +155,30 @@ def test_a_lease_is_taken_over_only_after_it_expired_on_the_takers_clock(
     assert not a.is_leader() and a.leader() == "b"
 
 
-def test_when_two_candidates_write_at_once_the_second_gets_409(api: FakeApiServer) -> None:
+def test_when_two_candidates_write_at_once_the_second_gets_409(api: Cluster) -> None:
     clock = FakeClock()
     a, _ = candidate(api, "a", clock)
     assert a.try_acquire_or_renew()
     clock.step(16)  # a has stopped renewing; its lease expired for everyone
-    slow = InterleavingClient(ClientConfig(server=api.url), qps=None)
+    slow = InterleavingClient(api.env.client_config(), qps=None)
     b, _ = candidate(api, "b", clock, client=slow)
     c, _ = candidate(api, "c", clock)
     assert not b.try_acquire_or_renew() and not c.try_acquire_or_renew()  # both observe a
     clock.step(16)
 
     slow.before_update = c.try_acquire_or_renew  # c writes between b's read and b's write
-    assert not b.try_acquire_or_renew(), "b's write carried a stale resourceVersion"
+    with api.env.record() as log:
+        assert not b.try_acquire_or_renew(), "b's write carried a stale resourceVersion"
     assert c.is_leader() and lease_spec(api)["holderIdentity"] == "c"
-    assert any(r.method == "PUT" for r in api.calls(path="/leases"))
+    assert any(r.method == "PUT" for r in log.calls(path="/leases"))
 
-    api.inject(409, method="PUT", path="/leases")
+    api.env.faults.conflict(method="PUT", path="/leases")
     clock.step(2)
     assert not c.try_acquire_or_renew(), "a conflict is a lost round, not an error"
     assert lease_spec(api)["holderIdentity"] == "c"
 
 
-def test_a_stopped_leader_releases_the_lease_for_a_quick_successor(api: FakeApiServer) -> None:
+def test_a_stopped_leader_releases_the_lease_for_a_quick_successor(api: Cluster) -> None:
     timing: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.05}
     a, a_log = candidate(api, "a", REAL_CLOCK, **timing)
     leading_event: list[threading.Event] = []
@@ -183,6 +203,8 @@ def test_a_stopped_leader_releases_the_lease_for_a_quick_successor(api: FakeApiS
     assert lease_spec(api)["holderIdentity"] in ("", "b")
     eventually(lambda: b.is_leader(), timeout=0.9)  # sooner than the 1 s lease would expire
     assert lease_spec(api)["leaseTransitions"] == 1
+    # is_leader() turns true before the elector calls on_started_leading in its thread.
+    eventually(lambda: leading_event)
     assert not leading_event[0].is_set()
 
     stop_b.set()
@@ -190,7 +212,7 @@ def test_a_stopped_leader_releases_the_lease_for_a_quick_successor(api: FakeApiS
     assert leading_event[0].is_set(), "the leading event ends with leadership"
 
 
-def test_a_leader_that_cannot_renew_stops_leading(api: FakeApiServer) -> None:
+def test_a_leader_that_cannot_renew_stops_leading(api: Cluster) -> None:
     timing: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.3, "retry_period": 0.05}
     leading: list[threading.Event] = []
     a, log = candidate(
@@ -201,15 +223,15 @@ def test_a_leader_that_cannot_renew_stops_leading(api: FakeApiServer) -> None:
     thread.start()
     eventually(lambda: bool(leading))
 
-    api.inject(500, path="/leases", times=10_000)
+    api.env.faults.status(errors.internal_error("injected"), count=None, path="/leases")
     thread.join(5)
     assert not thread.is_alive() and not stop.is_set()
     assert leading[0].is_set() and log[-1] == "stopped"
-    api.faults.clear()
+    api.env.faults.clear()
     assert lease_spec(api)["holderIdentity"] == "a", "not released: it was lost, not given"
 
 
-def _run_scripted(api: FakeApiServer, script: list[Any]) -> tuple[float, list[float]]:
+def _run_scripted(api: Cluster, script: list[Any]) -> tuple[float, list[float]]:
     """Run a leader (lease 15 s, renew deadline 10 s, retry 2 s) whose reads follow
     `script`; when (clock time) it stopped leading, and its sleeps."""
     clock = AutoClock()
@@ -224,14 +246,14 @@ def _run_scripted(api: FakeApiServer, script: list[Any]) -> tuple[float, list[fl
     return stopped_at[0], clock.slept
 
 
-def test_the_renew_deadline_counts_the_time_failed_attempts_take(api: FakeApiServer) -> None:
+def test_the_renew_deadline_counts_the_time_failed_attempts_take(api: Cluster) -> None:
     # Acquired at t=0; each failed renewal takes 3 s (a timeout): 2 -> 5, 7 -> 10.
     stopped_at, slept = _run_scripted(api, [(0, "ok"), (3, "fail"), (3, "fail"), (3, "fail")])
     assert stopped_at == 10.0, "gives up renew_deadline after the last renewal, no later"
     assert slept == [2.0, 2.0]
 
 
-def test_a_renewal_that_succeeds_after_the_deadline_counts_as_lost(api: FakeApiServer) -> None:
+def test_a_renewal_that_succeeds_after_the_deadline_counts_as_lost(api: Cluster) -> None:
     # Acquired at t=0; failures 2 -> 3 and 5 -> 6; the next attempt starts at 8 and sleeps
     # min(2, 10 - 8): its success at 11 comes too late, others may already lead.
     script = [(0, "ok"), (1, "fail"), (1, "fail"), (3, "ok"), (0, "ok")]
@@ -243,7 +265,7 @@ def test_a_renewal_that_succeeds_after_the_deadline_counts_as_lost(api: FakeApiS
     assert (stopped_at, slept) == (12.0, [2.0, 2.0, 1.5])
 
 
-def test_any_error_in_an_attempt_is_a_failed_attempt(api: FakeApiServer) -> None:
+def test_any_error_in_an_attempt_is_a_failed_attempt(api: Cluster) -> None:
     clock = FakeClock()
     client = ScriptedClient(api, clock, [(0, ValueError("bad JSON")), (0, KeyError("spec"))])
     a, _ = candidate(api, "a", clock, client=client)
@@ -251,15 +273,16 @@ def test_any_error_in_an_attempt_is_a_failed_attempt(api: FakeApiServer) -> None
     lease = {
         "apiVersion": LEASES.api_version,
         "kind": LEASES.kind,
-        "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+        "metadata": {"name": "kube-scheduler", "namespace": api.namespace},
         "spec": {"holderIdentity": "b", "leaseDurationSeconds": "fifteen"},
     }
-    api.create(LEASES, lease, "kube-system")
+    # The apiserver would refuse to store it (validation): a fault answers it instead.
+    api.env.faults.answer(200, json.dumps(lease), "application/json", path="/kube-scheduler$")
     b, _ = candidate(api, "a", clock)
     assert not b.try_acquire_or_renew(), "a malformed Lease is not ours, and no crash"
 
 
-def test_the_lease_is_released_only_once_the_work_has_stopped(api: FakeApiServer) -> None:
+def test_the_lease_is_released_only_once_the_work_has_stopped(api: Cluster) -> None:
     timing: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.05}
     may_finish, finished = threading.Event(), threading.Event()
     holder_when_finishing: list[str] = []
@@ -286,7 +309,7 @@ def test_the_lease_is_released_only_once_the_work_has_stopped(api: FakeApiServer
 
 
 def test_work_that_does_not_stop_in_time_is_left_with_the_lease_unreleased(
-    api: FakeApiServer,
+    api: Cluster,
 ) -> None:
     timing: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.05}
     never = threading.Event()
@@ -304,7 +327,7 @@ def test_work_that_does_not_stop_in_time_is_left_with_the_lease_unreleased(
 
 
 @pytest.mark.parametrize("outcome", ["returns", "raises"])
-def test_the_term_ends_when_the_leading_callback_ends(api: FakeApiServer, outcome: str) -> None:
+def test_the_term_ends_when_the_leading_callback_ends(api: Cluster, outcome: str) -> None:
     timing: dict[str, Any] = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.05}
 
     def lead(leading: threading.Event) -> None:
@@ -331,7 +354,7 @@ def test_the_term_ends_when_the_leading_callback_ends(api: FakeApiServer, outcom
     ],
 )
 def test_inconsistent_timings_are_refused(
-    api: FakeApiServer, timing: dict[str, Any], message: str
+    api: Cluster, timing: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
         candidate(api, "a", REAL_CLOCK, **timing)

@@ -1,5 +1,7 @@
-"""`RestClient` against the fake API server: verbs, errors, retries, rate limit, TLS,
-tokens and watch streams."""
+"""`RestClient` against the real apiserver in-process (`lab.testenv`): verbs, errors,
+retries, rate limit, TLS, tokens and watch streams. Failures the apiserver does not
+produce on demand (a 429, a proxy's HTML page, a dropped connection) are injected with
+`apiserver.faults`; what the client sent is read from `apiserver.record()`."""
 
 from __future__ import annotations
 
@@ -14,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from kubelab import pki
+from kubelab.api import errors
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import by_kind
 from kubelab.client.clock import FakeClock
 from kubelab.client.flowcontrol import Backoff, TokenBucket
-from kubelab.client.kubeconfig import ClientConfig, load_kubeconfig, write_kubeconfig
+from kubelab.client.kubeconfig import ClientConfig, load_kubeconfig
 from kubelab.client.rest import (
     ClientClosed,
     PatchType,
@@ -28,15 +31,17 @@ from kubelab.client.rest import (
     ServerUnreachable,
     resource_for,
 )
+from lab.testenv import Environment
+from tests.conftest import new_namespace
 from tests.unit.client.conftest import FAST_BACKOFF, AutoClock, eventually
-from tests.unit.client.fakeapi import FakeApiServer, TLSFiles
 
 PODS = resource_for("v1", "Pod")
 NODES = resource_for("v1", "Node")
 DEPLOYMENTS = resource_for("apps/v1", "Deployment")
+SERVICE_ACCOUNTS = resource_for("v1", "ServiceAccount")
 
 
-def pod(name: str, namespace: str = "default", **labels: str) -> dict[str, object]:
+def pod(name: str, namespace: str, **labels: str) -> dict[str, object]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -45,9 +50,37 @@ def pod(name: str, namespace: str = "default", **labels: str) -> dict[str, objec
     }
 
 
-def auto_client(api: FakeApiServer, clock: FakeClock, **kwargs: object) -> RestClient:
+def deployment(name: str, namespace: str) -> dict[str, object]:
+    labels = {"app": name}
+    template = {"metadata": {"labels": labels}, "spec": pod(name, namespace)["spec"]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"matchLabels": labels}, "template": template},
+    }
+
+
+def auto_client(env: Environment, clock: FakeClock, **kwargs: object) -> RestClient:
     kwargs.setdefault("qps", None)
-    return RestClient(ClientConfig(server=api.url), clock=clock, **kwargs)  # type: ignore[arg-type]
+    return RestClient(env.client_config(), clock=clock, **kwargs)  # type: ignore[arg-type]
+
+
+def service_account_token(admin: RestClient, namespace: str, name: str) -> str:
+    """A bearer token of a new ServiceAccount `name` (a TokenRequest, as `kubectl create
+    token` makes): the apiserver authenticates it as system:serviceaccount:<ns>:<name>."""
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
+    admin.create(SERVICE_ACCOUNTS, account, namespace)
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    path = SERVICE_ACCOUNTS.path(namespace, name) + "/token"
+    return str(admin.request("POST", path, body=request)["status"]["token"])
+
+
+def whoami(c: RestClient) -> str:
+    """The user the apiserver authenticated `c` as (`kubectl auth whoami`)."""
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    answer = c.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review)
+    return str(answer["status"]["userInfo"]["username"])
 
 
 # -- addressing --------------------------------------------------------------------------
@@ -71,49 +104,61 @@ def test_a_namespaced_object_cannot_be_addressed_without_its_namespace(
 # -- verbs -------------------------------------------------------------------------------
 
 
-def test_create_get_and_list_round_trip(client: RestClient, api: FakeApiServer) -> None:
-    created = client.create(PODS, pod("web", app="web"))
+def test_create_get_and_list_round_trip(
+    client: RestClient, apiserver: Environment, namespace: str
+) -> None:
+    other_ns = new_namespace(apiserver, "zz-" + namespace)  # listed after `namespace`
+    with apiserver.record() as log:
+        created = client.create(PODS, pod("web", namespace, app="web"))
     assert created["metadata"]["uid"]
-    assert api.calls("POST")[0].path == "/api/v1/namespaces/default/pods"
-    assert client.get(PODS, "web", "default")["metadata"]["uid"] == created["metadata"]["uid"]
-    client.create(PODS, pod("db", app="db"))
-    client.create(PODS, pod("other", "kube-system", app="web"))
+    assert log.calls("POST")[0].path == f"/api/v1/namespaces/{namespace}/pods"
+    assert client.get(PODS, "web", namespace)["metadata"]["uid"] == created["metadata"]["uid"]
+    client.create(PODS, pod("db", namespace, app="db"))
+    client.create(PODS, pod("other", other_ns, app="web"))
 
     everything = client.list(PODS)
-    assert [p["metadata"]["name"] for p in everything["items"]] == ["db", "web", "other"]
+    mine = [p for p in everything["items"] if p["metadata"]["namespace"] in (namespace, other_ns)]
+    assert [p["metadata"]["name"] for p in mine] == ["db", "web", "other"]
     assert everything["metadata"]["resourceVersion"]
-    web = client.list(PODS, "default", label_selector="app=web")
+    web = client.list(PODS, namespace, label_selector="app=web")
     assert [p["metadata"]["name"] for p in web["items"]] == ["web"]
     named = client.list(PODS, field_selector="metadata.name=other")
-    assert [p["metadata"]["namespace"] for p in named["items"]] == ["kube-system"]
+    namespaces = [p["metadata"]["namespace"] for p in named["items"]]
+    assert other_ns in namespaces and namespace not in namespaces
 
 
-def test_list_pages_with_limit_and_continue(client: RestClient, api: FakeApiServer) -> None:
+def test_list_pages_with_limit_and_continue(
+    client: RestClient, apiserver: Environment, namespace: str
+) -> None:
     for name in "abc":
-        client.create(PODS, pod(name))
-    first = client.list(PODS, "default", limit=2)
+        client.create(PODS, pod(name, namespace))
+    first = client.list(PODS, namespace, limit=2)
     assert len(first["items"]) == 2
-    rest = client.list(PODS, "default", limit=2, continue_token=first["metadata"]["continue"])
+    token = first["metadata"]["continue"]
+    with apiserver.record() as log:
+        rest = client.list(PODS, namespace, limit=2, continue_token=token)
     assert [p["metadata"]["name"] for p in rest["items"]] == ["c"]
-    assert api.calls("GET")[-1].query == {"limit": "2", "continue": "2"}
+    assert log.calls("GET")[-1].query == {"limit": "2", "continue": token}
 
 
-def test_errors_are_status_errors_with_the_servers_reason(client: RestClient) -> None:
+def test_errors_are_status_errors_with_the_servers_reason(
+    client: RestClient, namespace: str
+) -> None:
     with pytest.raises(StatusError) as missing:
-        client.get(PODS, "ghost", "default")
+        client.get(PODS, "ghost", namespace)
     assert (missing.value.code, missing.value.reason) == (404, "NotFound")
     assert str(missing.value) == 'pods "ghost" not found'
 
-    client.create(PODS, pod("web"))
+    client.create(PODS, pod("web", namespace))
     with pytest.raises(StatusError) as exists:
-        client.create(PODS, pod("web"))
+        client.create(PODS, pod("web", namespace))
     assert (exists.value.code, exists.value.reason) == (409, "AlreadyExists")
 
 
 def test_update_is_refused_when_the_object_changed_since_it_was_read(
-    client: RestClient,
+    client: RestClient, namespace: str
 ) -> None:
-    first = client.create(PODS, pod("web"))
+    first = client.create(PODS, pod("web", namespace))
     first["metadata"]["labels"] = {"v": "1"}
     updated = client.update(PODS, first)
     assert updated["metadata"]["labels"] == {"v": "1"}
@@ -126,13 +171,14 @@ def test_update_is_refused_when_the_object_changed_since_it_was_read(
 
 
 def test_update_status_writes_the_status_subresource(
-    client: RestClient, api: FakeApiServer
+    client: RestClient, apiserver: Environment, namespace: str
 ) -> None:
-    created = client.create(PODS, pod("web"))
+    created = client.create(PODS, pod("web", namespace))
     created["status"] = {"phase": "Running"}
     created["spec"]["nodeName"] = "ignored-by-the-status-subresource"
-    result = client.update_status(PODS, created)
-    assert api.calls("PUT")[0].path == "/api/v1/namespaces/default/pods/web/status"
+    with apiserver.record() as log:
+        result = client.update_status(PODS, created)
+    assert log.calls("PUT")[0].path == f"/api/v1/namespaces/{namespace}/pods/web/status"
     assert result["status"] == {"phase": "Running"}
     assert "nodeName" not in result["spec"]
 
@@ -146,69 +192,83 @@ def test_update_status_writes_the_status_subresource(
     ],
 )
 def test_patch_sends_the_content_type_of_its_format(
-    client: RestClient, api: FakeApiServer, patch_type: PatchType, body: object
+    client: RestClient,
+    apiserver: Environment,
+    namespace: str,
+    patch_type: PatchType,
+    body: object,
 ) -> None:
-    client.create(PODS, pod("web", app="web"))
-    patched = client.patch(PODS, "web", body, "default", patch_type=patch_type)  # type: ignore[arg-type]
+    client.create(PODS, pod("web", namespace, app="web"))
+    with apiserver.record() as log:
+        patched = client.patch(PODS, "web", body, namespace, patch_type=patch_type)  # type: ignore[arg-type]
     assert patched["metadata"]["labels"] == {"app": "web", "tier": "front"}
-    assert api.calls("PATCH")[0].headers["Content-Type"] == patch_type.value
+    assert log.calls("PATCH")[0].headers["Content-Type"] == patch_type.value
 
 
-def test_delete_sends_its_options_and_preconditions(client: RestClient, api: FakeApiServer) -> None:
-    created = client.create(DEPLOYMENTS, {"metadata": {"name": "web", "namespace": "prod"}})
+def test_delete_sends_its_options_and_preconditions(
+    client: RestClient, apiserver: Environment, namespace: str
+) -> None:
+    created = client.create(DEPLOYMENTS, deployment("web", namespace))
     with pytest.raises(StatusError) as refused:
-        client.delete(DEPLOYMENTS, "web", "prod", preconditions=Preconditions(uid="other"))
+        client.delete(DEPLOYMENTS, "web", namespace, preconditions=Preconditions(uid="other"))
     assert refused.value.code == 409
 
-    client.delete(
-        DEPLOYMENTS,
-        "web",
-        "prod",
-        propagation_policy="Foreground",
-        grace_period_seconds=0,
-        preconditions=Preconditions(uid=created["metadata"]["uid"]),
-    )
-    assert api.calls("DELETE")[-1].body == {
+    with apiserver.record() as log:
+        client.delete(
+            DEPLOYMENTS,
+            "web",
+            namespace,
+            propagation_policy="Foreground",
+            grace_period_seconds=0,
+            preconditions=Preconditions(uid=created["metadata"]["uid"]),
+        )
+    assert log.calls("DELETE")[-1].body == {
         "kind": "DeleteOptions",
         "apiVersion": "v1",
         "propagationPolicy": "Foreground",
         "gracePeriodSeconds": 0,
         "preconditions": {"uid": created["metadata"]["uid"]},
     }
-    with pytest.raises(StatusError):
-        client.get(DEPLOYMENTS, "web", "prod")
+    # Foreground: the object stays, marked, until the garbage collector (not running
+    # here) has deleted its dependents and removed the finalizer.
+    marked = client.get(DEPLOYMENTS, "web", namespace)["metadata"]
+    assert marked["deletionTimestamp"] and "foregroundDeletion" in marked["finalizers"]
 
 
 def test_cluster_scoped_resources_have_no_namespace_in_their_path(
-    client: RestClient, api: FakeApiServer
+    client: RestClient, apiserver: Environment, namespace: str
 ) -> None:
-    client.create(NODES, {"metadata": {"name": "node-1"}})
-    assert client.get(NODES, "node-1")["metadata"]["name"] == "node-1"
-    assert api.calls("GET")[0].path == "/api/v1/nodes/node-1"
+    client.create(NODES, {"metadata": {"name": namespace}})
+    with apiserver.record() as log:
+        assert client.get(NODES, namespace)["metadata"]["name"] == namespace
+    assert log.calls("GET")[0].path == f"/api/v1/nodes/{namespace}"
 
 
-def test_request_reaches_subresources_json_or_text(client: RestClient) -> None:
-    client.create(PODS, pod("web"))
+def test_request_reaches_subresources_json_or_text(client: RestClient, namespace: str) -> None:
+    client.create(PODS, pod("web", namespace))
     binding = {"apiVersion": "v1", "kind": "Binding", "target": {"kind": "Node", "name": "n1"}}
-    status = client.request("POST", PODS.path("default", "web") + "/binding", body=binding)
+    status = client.request("POST", PODS.path(namespace, "web") + "/binding", body=binding)
     assert status["status"] == "Success"
-    assert client.get(PODS, "web", "default")["spec"]["nodeName"] == "n1"
-    assert client.request("GET", PODS.path("default", "web") + "/log") == "log of web\n"
+    assert client.get(PODS, "web", namespace)["spec"]["nodeName"] == "n1"
+    # A pod's log comes from its node's kubelet (there is none here); the health check
+    # answers text too.
+    assert client.request("GET", "/healthz") == "ok"
 
 
-def test_requests_carry_the_user_agent(api: FakeApiServer) -> None:
-    with RestClient(ClientConfig(server=api.url), user_agent="kube-scheduler/test") as c:
+def test_requests_carry_the_user_agent(apiserver: Environment) -> None:
+    config = apiserver.client_config()
+    with apiserver.record() as log, RestClient(config, user_agent="kube-scheduler/test") as c:
         c.list(PODS)
-    assert api.calls()[0].headers["User-Agent"] == "kube-scheduler/test"
+    assert log.calls()[0].headers["User-Agent"] == "kube-scheduler/test"
 
 
 # -- errors that are not Status bodies ---------------------------------------------------
 
 
 def test_a_non_json_error_body_becomes_a_status_error(
-    client: RestClient, api: FakeApiServer
+    client: RestClient, apiserver: Environment
 ) -> None:
-    api.inject(502, body="<html><h1>502 Bad Gateway</h1></html>")
+    apiserver.faults.answer(502, "<html><h1>502 Bad Gateway</h1></html>")
     with pytest.raises(StatusError) as err:
         client.list(PODS)
     assert (err.value.code, err.value.reason) == (502, "InternalError")
@@ -218,46 +278,52 @@ def test_a_non_json_error_body_becomes_a_status_error(
 # -- retries -----------------------------------------------------------------------------
 
 
-def test_503_is_retried_for_reads_after_the_servers_retry_after(api: FakeApiServer) -> None:
+def test_503_is_retried_for_reads_after_the_servers_retry_after(
+    apiserver: Environment, namespace: str
+) -> None:
     clock = AutoClock()
-    api.inject(503, retry_after=2, times=2)
-    with auto_client(api, clock) as c:
-        assert c.list(PODS)["items"] == []
-    assert len(api.calls("GET")) == 3
+    apiserver.faults.store_error(count=2, retry_after=2)
+    with apiserver.record() as log, auto_client(apiserver, clock) as c:
+        assert c.list(PODS, namespace)["items"] == []
+    assert len(log.calls("GET")) == 3
     assert clock.slept == [2, 2]
 
 
-def test_503_is_not_retried_for_a_create(api: FakeApiServer) -> None:
+def test_503_is_not_retried_for_a_create(apiserver: Environment, namespace: str) -> None:
     clock = AutoClock()
-    api.inject(503, retry_after=1)
-    with auto_client(api, clock) as c, pytest.raises(StatusError) as err:
-        c.create(PODS, pod("web"))
+    apiserver.faults.store_error(retry_after=1)
+    c = auto_client(apiserver, clock)
+    with apiserver.record() as log, c, pytest.raises(StatusError) as err:
+        c.create(PODS, pod("web", namespace))
     assert err.value.code == 503 and err.value.retry_after == 1
-    assert len(api.calls("POST")) == 1 and clock.slept == []
+    assert len(log.calls("POST")) == 1 and clock.slept == []
 
 
-def test_429_is_retried_for_any_verb_since_the_server_did_nothing(api: FakeApiServer) -> None:
+def test_429_is_retried_for_any_verb_since_the_server_did_nothing(
+    apiserver: Environment, namespace: str
+) -> None:
     clock = AutoClock()
-    api.inject(429, retry_after=3)
-    with auto_client(api, clock) as c:
-        c.create(PODS, pod("web"))
-    assert len(api.calls("POST")) == 2 and clock.slept == [3]
+    apiserver.faults.status(errors.too_many_requests("slow down", retry_after=3))
+    with apiserver.record() as log, auto_client(apiserver, clock) as c:
+        c.create(PODS, pod("web", namespace))
+    assert len(log.calls("POST")) == 2 and clock.slept == [3]
 
 
-def test_retries_stop_after_max_retries_with_the_last_error(api: FakeApiServer) -> None:
+def test_retries_stop_after_max_retries_with_the_last_error(apiserver: Environment) -> None:
     clock = AutoClock()
-    api.inject(429, times=10)
-    c = auto_client(api, clock, max_retries=3, backoff=Backoff(1.0, 10.0))
-    with c, pytest.raises(StatusError) as err:
+    without_retry_after = StatusError(429, "TooManyRequests", "slow down")
+    apiserver.faults.status(without_retry_after, count=10)
+    c = auto_client(apiserver, clock, max_retries=3, backoff=Backoff(1.0, 10.0))
+    with apiserver.record() as log, c, pytest.raises(StatusError) as err:
         c.list(PODS)
     assert err.value.code == 429
     assert clock.slept == [1, 2, 4]  # no Retry-After: exponential back-off
-    assert len(api.calls("GET")) == 4
+    assert len(log.calls("GET")) == 4
 
 
-def test_closing_the_client_cuts_a_pending_retry_short(api: FakeApiServer) -> None:
-    api.inject(503, retry_after=60)  # a retry a minute from now (real time)
-    c = RestClient(ClientConfig(server=api.url), qps=None)
+def test_closing_the_client_cuts_a_pending_retry_short(apiserver: Environment) -> None:
+    apiserver.faults.store_error(retry_after=60)  # a retry a minute from now (real time)
+    c = RestClient(apiserver.client_config(), qps=None)
     errors: list[Exception] = []
 
     def get() -> None:
@@ -266,30 +332,32 @@ def test_closing_the_client_cuts_a_pending_retry_short(api: FakeApiServer) -> No
         except Exception as exc:
             errors.append(exc)
 
-    thread = threading.Thread(target=get, daemon=True)
-    thread.start()
-    eventually(lambda: len(api.calls("GET")) == 1)
-    started = time.monotonic()
-    c.close()
-    thread.join(5)
-    assert not thread.is_alive() and time.monotonic() - started < 2
-    assert len(errors) == 1 and isinstance(errors[0], ClientClosed)
-    assert "closed" in str(errors[0]) and len(api.calls("GET")) == 1
-    with pytest.raises(ClientClosed):
-        c.list(PODS)  # and nothing more is sent
+    with apiserver.record() as log:
+        thread = threading.Thread(target=get, daemon=True)
+        thread.start()
+        eventually(lambda: len(log.calls("GET")) == 1)
+        started = time.monotonic()
+        c.close()
+        thread.join(5)
+        assert not thread.is_alive() and time.monotonic() - started < 2
+        assert len(errors) == 1 and isinstance(errors[0], ClientClosed)
+        with pytest.raises(ClientClosed):
+            c.list(PODS)  # and nothing more is sent
+    assert "closed" in str(errors[0]) and len(log.calls("GET")) == 1
 
 
-def test_closing_the_client_cuts_a_rate_limit_wait_short(api: FakeApiServer) -> None:
-    c = RestClient(ClientConfig(server=api.url), qps=0.01, burst=1)
-    c.list(PODS)  # the only token for the next 100 s
+def test_closing_the_client_cuts_a_rate_limit_wait_short(apiserver: Environment) -> None:
+    c = RestClient(apiserver.client_config(), qps=0.01, burst=1)
     errors: list[Exception] = []
-    thread = threading.Thread(target=lambda: errors.append(_raised(c)), daemon=True)
-    thread.start()
-    time.sleep(0.1)
-    c.close()
-    thread.join(5)
+    with apiserver.record() as log:
+        c.list(PODS)  # the only token for the next 100 s
+        thread = threading.Thread(target=lambda: errors.append(_raised(c)), daemon=True)
+        thread.start()
+        time.sleep(0.1)
+        c.close()
+        thread.join(5)
     assert not thread.is_alive() and isinstance(errors[0], ClientClosed)
-    assert len(api.calls("GET")) == 1
+    assert len(log.calls("GET")) == 1
 
 
 def _raised(c: RestClient) -> Exception:
@@ -300,7 +368,7 @@ def _raised(c: RestClient) -> Exception:
     raise AssertionError("the request was sent")
 
 
-def test_a_refused_connection_is_retried_then_reported(api: FakeApiServer) -> None:
+def test_a_refused_connection_is_retried_then_reported() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -308,21 +376,23 @@ def test_a_refused_connection_is_retried_then_reported(api: FakeApiServer) -> No
     config = ClientConfig(server=f"http://127.0.0.1:{port}")
     c = RestClient(config, clock=clock, qps=None, max_retries=2, backoff=Backoff(1.0, 10.0))
     with c, pytest.raises(ServerUnreachable, match=r"after 3 attempt.*Connection refused"):
-        c.create(PODS, pod("web"))  # even a POST: nothing was sent
+        c.create(PODS, pod("web", "default"))  # even a POST: nothing was sent
     assert clock.slept == [1, 2]
 
 
 def test_a_broken_connection_is_retried_only_for_idempotent_verbs(
-    api: FakeApiServer, client: RestClient
+    apiserver: Environment, client: RestClient, namespace: str
 ) -> None:
-    api.inject(0, method="GET", disconnect=True)
-    assert client.list(PODS)["items"] == []
-    assert len(api.calls("GET")) == 2
+    apiserver.faults.disconnect(method="GET")
+    with apiserver.record() as log:
+        assert client.list(PODS, namespace)["items"] == []
+    assert len(log.calls("GET")) == 2
 
-    api.inject(0, method="POST", disconnect=True)
-    with pytest.raises(ServerUnreachable, match="may or may not have been applied"):
-        client.create(PODS, pod("web"))
-    assert len(api.calls("POST")) == 1
+    apiserver.faults.disconnect(method="POST")
+    applied = pytest.raises(ServerUnreachable, match="may or may not have been applied")
+    with apiserver.record() as log, applied:
+        client.create(PODS, pod("web", namespace))
+    assert len(log.calls("POST")) == 1
 
 
 # -- rate limiting -----------------------------------------------------------------------
@@ -341,9 +411,11 @@ def test_token_bucket_allows_a_burst_then_qps() -> None:
     assert bucket.reserve() > 0
 
 
-def test_the_client_throttles_itself_at_5_qps_burst_10_by_default(api: FakeApiServer) -> None:
+def test_the_client_throttles_itself_at_5_qps_burst_10_by_default(
+    apiserver: Environment,
+) -> None:
     clock = AutoClock()
-    with RestClient(ClientConfig(server=api.url), clock=clock) as c:
+    with RestClient(apiserver.client_config(), clock=clock) as c:
         for _ in range(12):
             c.list(PODS)
     assert clock.slept == [0.2, 0.2]
@@ -352,71 +424,64 @@ def test_the_client_throttles_itself_at_5_qps_burst_10_by_default(api: FakeApiSe
 # -- authentication ----------------------------------------------------------------------
 
 
-def test_a_bearer_token_is_sent() -> None:
-    with FakeApiServer(tokens={"s3cret": "bob"}) as api:
-        with RestClient(ClientConfig(server=api.url, token="s3cret")) as c:
-            c.list(PODS)
-        assert api.calls()[0].user == "bob"
-        with RestClient(ClientConfig(server=api.url)) as anonymous, pytest.raises(StatusError) as e:
-            anonymous.list(PODS)
-        assert e.value.code == 401
+def test_a_bearer_token_is_sent(apiserver: Environment, admin: RestClient, namespace: str) -> None:
+    token = service_account_token(admin, namespace, "bob")
+    ca = apiserver.client_config().ca_data
+    with RestClient(ClientConfig(server=apiserver.url, ca_data=ca, token=token)) as c:
+        assert whoami(c) == f"system:serviceaccount:{namespace}:bob"
+    anonymous = RestClient(ClientConfig(server=apiserver.url, ca_data=ca))
+    with anonymous, pytest.raises(StatusError) as e:
+        anonymous.list(PODS)
+    assert e.value.code == 401
 
 
-def test_a_token_file_is_read_again_once_a_minute(tmp_path: Path) -> None:
+def test_a_token_file_is_read_again_once_a_minute(
+    tmp_path: Path, apiserver: Environment, admin: RestClient, namespace: str
+) -> None:
+    first, second = (service_account_token(admin, namespace, n) for n in ("one", "two"))
     token_file = tmp_path / "token"
-    token_file.write_text("first\n")
+    token_file.write_text(first + "\n")
     clock = AutoClock()
-    with FakeApiServer(tokens={"first": "one", "second": "two"}) as api:
-        with RestClient(ClientConfig(server=api.url, token_file=token_file), clock=clock) as c:
-            c.list(PODS)
-            token_file.write_text("second\n")
-            c.list(PODS)
-            clock.step(60)
-            c.list(PODS)
-        assert [r.user for r in api.calls()] == ["one", "one", "two"]
+    ca = apiserver.client_config().ca_data
+    config = ClientConfig(server=apiserver.url, ca_data=ca, token_file=token_file)
+    with RestClient(config, clock=clock) as c:
+        users = [whoami(c)]
+        token_file.write_text(second + "\n")
+        users.append(whoami(c))
+        clock.step(60)
+        users.append(whoami(c))
+    account = f"system:serviceaccount:{namespace}:"
+    assert users == [account + "one", account + "one", account + "two"]
 
 
 def test_tls_with_a_client_certificate_from_a_kubeconfig(
-    tls_files: TLSFiles, tmp_path: Path
+    apiserver: Environment, namespace: str
 ) -> None:
-    with FakeApiServer(tls=tls_files) as api:
-        path = write_kubeconfig(
-            tmp_path / "kubeconfig",
-            cluster_name="lab",
-            server=api.url,
-            ca_data=tls_files.ca.cert_pem(),
-            user_name="alice",
-            client_cert_data=tls_files.client.cert_pem(),
-            client_key_data=tls_files.client.key_pem(),
-        )
-        with RestClient(load_kubeconfig(path)) as c:
-            c.create(PODS, pod("web"))
-        assert api.calls()[0].user == "alice"
+    path = apiserver.kubeconfig_for("alice", ["devs"])
+    with RestClient(load_kubeconfig(path)) as c:
+        assert whoami(c) == "alice"
+        with pytest.raises(StatusError) as denied:  # authenticated, but granted nothing
+            c.create(PODS, pod("web", namespace))
+    assert denied.value.code == 403 and 'User "alice" cannot create' in str(denied.value)
 
 
-def test_a_server_outside_the_ca_is_refused_without_retries(tls_files: TLSFiles) -> None:
+def test_a_server_outside_the_ca_is_refused_without_retries(apiserver: Environment) -> None:
     other_ca = pki.new_ca("another-ca")
-    with FakeApiServer(tls=tls_files) as api:
-        config = ClientConfig(server=api.url, ca_data=other_ca.cert_pem(), source="test")
-        clock = AutoClock()
-        with RestClient(config, clock=clock) as c, pytest.raises(ServerUnreachable) as err:
-            c.list(PODS)
+    config = ClientConfig(server=apiserver.url, ca_data=other_ca.cert_pem(), source="test")
+    clock = AutoClock()
+    with RestClient(config, clock=clock) as c, pytest.raises(ServerUnreachable) as err:
+        c.list(PODS)
     assert "TLS with" in str(err.value) and "certificate" in str(err.value)
     assert clock.slept == []
 
 
 def test_tls_material_lives_in_private_files_removed_on_close(
-    tls_files: TLSFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    apiserver: Environment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    config = ClientConfig(
-        server="https://127.0.0.1:1",
-        ca_data=tls_files.ca.cert_pem(),
-        client_cert_data=tls_files.client.cert_pem(),
-        client_key_data=tls_files.client.key_pem(),
-    )
+    config = apiserver.client_config("alice", ["devs"])
     c = RestClient(config)
     (directory,) = temp.iterdir()
     assert directory.name.startswith("kubelab-client-")
@@ -424,7 +489,7 @@ def test_tls_material_lives_in_private_files_removed_on_close(
     files = sorted(directory.iterdir())
     assert [f.name for f in files] == ["ca.crt", "client.crt", "client.key"]
     assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o600}
-    assert (directory / "client.key").read_bytes() == tls_files.client.key_pem()
+    assert (directory / "client.key").read_bytes() == config.client_key_data
     c.close()
     assert not directory.exists()
     assert os.listdir(temp) == []
@@ -434,79 +499,85 @@ def test_tls_material_lives_in_private_files_removed_on_close(
 
 
 def test_watch_yields_changes_after_the_lists_resource_version(
-    client: RestClient, api: FakeApiServer
+    client: RestClient, apiserver: Environment, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client.create(PODS, pod("before"))
-    rv = client.list(PODS, "default")["metadata"]["resourceVersion"]
-    web = client.create(PODS, pod("web"))
+    # A bookmark as soon as the watch is quiet (the apiserver looks once a second).
+    monkeypatch.setattr(apiserver.server.registry, "bookmark_every", 0.0)
+    client.create(PODS, pod("before", namespace))
+    rv = client.list(PODS, namespace)["metadata"]["resourceVersion"]
+    web = client.create(PODS, pod("web", namespace))
     web["metadata"]["labels"] = {"v": "2"}
     client.update(PODS, web)
-    client.delete(PODS, "web", "default")
-    api.bookmark(PODS)
+    client.delete(PODS, "web", namespace, grace_period_seconds=0)
+    client.create(PODS, pod("elsewhere", new_namespace(apiserver, namespace)))
 
     seen = []
-    with client.watch(PODS, "default", resource_version=rv, timeout_seconds=1) as w:
+    with apiserver.record() as log:
+        w = client.watch(PODS, namespace, resource_version=rv, timeout_seconds=3)
+    with w:
         for kind, obj in w:
             seen.append((kind, obj["metadata"].get("name")))
             if kind == "BOOKMARK":
                 break
     assert seen == [("ADDED", "web"), ("MODIFIED", "web"), ("DELETED", "web"), ("BOOKMARK", None)]
-    query = api.calls("GET")[-1].query
+    query = log.calls("GET")[-1].query
     assert query == {
         "watch": "1",
         "resourceVersion": rv,
         "allowWatchBookmarks": "true",
-        "timeoutSeconds": "1",
+        "timeoutSeconds": "3",
     }
 
 
 def test_watch_from_a_compacted_resource_version_raises_resource_expired(
-    client: RestClient, api: FakeApiServer
+    client: RestClient, apiserver: Environment, namespace: str
 ) -> None:
-    rv = client.list(PODS)["metadata"]["resourceVersion"]
-    client.create(PODS, pod("web"))
-    api.compact()
-    w = client.watch(PODS, resource_version=rv)
+    """Kubernetes' watch cache answers a resourceVersion it no longer holds with 200 and
+    one ERROR event (kubelab's apiserver answers 410 at once: the next test)."""
+    rv = client.list(PODS, namespace)["metadata"]["resourceVersion"]
+    client.create(PODS, pod("web", namespace))
+    apiserver.faults.watch_error(errors.gone(f"too old resource version: {rv} ({int(rv) + 1})"))
+    w = client.watch(PODS, namespace, resource_version=rv)
     with pytest.raises(ResourceExpired) as err:
         list(w)
     assert err.value.code == 410 and "too old resource version" in str(err.value)
 
 
 def test_a_410_answer_to_the_watch_request_is_resource_expired(
-    client: RestClient, api: FakeApiServer
+    client: RestClient, apiserver: Environment
 ) -> None:
-    api.inject(410, path="/pods")
+    apiserver.faults.gone(path="/pods")
     with pytest.raises(ResourceExpired):
         client.watch(PODS, resource_version="5")
 
 
 def test_an_error_event_other_than_410_is_a_status_error(
-    client: RestClient, api: FakeApiServer
+    client: RestClient, apiserver: Environment
 ) -> None:
-    api.inject(500, in_watch=True)
+    apiserver.faults.watch_error(errors.internal_error("injected watch error"))
     with pytest.raises(StatusError) as err:
         list(client.watch(PODS))
     assert err.value.code == 500 and not isinstance(err.value, ResourceExpired)
 
 
 def test_the_watch_ends_when_the_server_closes_the_stream(
-    client: RestClient, api: FakeApiServer
+    client: RestClient, namespace: str
 ) -> None:
-    w = client.watch(PODS, timeout_seconds=1)
+    w = client.watch(PODS, namespace, timeout_seconds=1)
     started = time.monotonic()
     assert list(w) == []
     assert time.monotonic() - started < 5
 
 
 def test_close_from_another_thread_ends_a_blocked_watch_at_once(
-    client: RestClient, api: FakeApiServer
+    client: RestClient, apiserver: Environment, namespace: str
 ) -> None:
-    w = client.watch(PODS)
+    w = client.watch(PODS, namespace)
     events: list[object] = []
     reader = threading.Thread(target=lambda: events.extend(w))
     reader.start()
-    api.wait_for_watches(1)
-    client.create(PODS, pod("web"))
+    apiserver.wait_for_watches(1, PODS, namespace)
+    client.create(PODS, pod("web", namespace))
     eventually(lambda: len(events) == 1)
     started = time.monotonic()
     w.close()
@@ -515,19 +586,14 @@ def test_close_from_another_thread_ends_a_blocked_watch_at_once(
     assert [e[0] for e in events] == ["ADDED"]  # type: ignore[index]
 
 
-def test_close_ends_a_blocked_watch_over_tls(tls_files: TLSFiles) -> None:
-    with FakeApiServer(tls=tls_files) as api:
-        config = ClientConfig(
-            server=api.url,
-            ca_data=tls_files.ca.cert_pem(),
-            client_cert_data=tls_files.client.cert_pem(),
-            client_key_data=tls_files.client.key_pem(),
-        )
-        with RestClient(config, backoff=FAST_BACKOFF) as c:
-            w = c.watch(PODS)
-            reader = threading.Thread(target=lambda: list(w))
-            reader.start()
-            api.wait_for_watches(1)
-            w.close()
-            reader.join(5)
-            assert not reader.is_alive()
+def test_close_ends_a_blocked_watch_over_tls(apiserver: Environment, namespace: str) -> None:
+    """Closing the socket under TLS (every connection to the test apiserver is TLS with
+    a client certificate) must wake the reader too."""
+    with RestClient(apiserver.client_config(), backoff=FAST_BACKOFF) as c:
+        w = c.watch(PODS, namespace)
+        reader = threading.Thread(target=lambda: list(w))
+        reader.start()
+        apiserver.wait_for_watches(1, PODS, namespace)
+        w.close()
+        reader.join(5)
+        assert not reader.is_alive()

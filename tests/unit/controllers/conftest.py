@@ -1,173 +1,130 @@
-"""Fixtures of the controllers' tests: the client library's fake API server, taught the
-apiserver's deletion rules, and controllers running against it with real informers.
+"""Fixtures of the controllers' tests: the real apiserver in-process (`lab.testenv`), a
+fresh one per test, and controllers running against it with real informers.
 
-`FakeCluster` adds what the controllers act on to `FakeApiServer`:
+A fresh apiserver per test (it starts in a few tens of milliseconds) rather than the
+session's: the garbage collector and the namespace controller act on the whole cluster,
+so one test's objects must not be another's garbage. The controllers authenticate as
+kube-controller-manager does (`system:kube-controller-manager`, authorized by the
+bootstrap RBAC policy). The ServiceAccount admission plugin is off: pods need no
+`default` ServiceAccount, since the controller that makes those is itself under test
+here.
 
-* a delete with `propagationPolicy` Foreground or Orphan, or of an object that has
-  finalizers, only marks the object (deletionTimestamp) and adds the policy's
-  finalizer; so does deleting a Namespace (phase Terminating), and a Pod bound to a
-  node lingers in its grace period until the test plays its kubelet (`confirm`);
-* a write that leaves a marked object without finalizers (for a Namespace, without
-  `spec.finalizers` too) removes it;
-* an update replaces the metadata (a merge patch with `null` removes a field) except
-  for the server-owned fields; deletecollection; the `finalize` subresource.
+`Cluster` is what a test does around the controllers: an admin client with the
+(namespace, name) argument order of the old fake, a log of every request, and the
+faults of `lab.faults`. It holds no semantics of its own; deletion rules, finalizers and
+grace periods are the apiserver's.
 """
 
 from __future__ import annotations
 
-import copy
-import datetime
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from controlplane.apiserver.admission import Chain
 from controlplane.controllers.base import Controller, ControllerContext, InformerFactory
-from kubelab.api import errors
+from kubelab.api.errors import StatusError
 from kubelab.api.resources import Resource
 from kubelab.client import ClientConfig, RestClient, resource_for
+from lab.faults import Request, RequestLog
+from lab.testenv import Environment
 from tests.unit.client.conftest import FAST_BACKOFF
-from tests.unit.client.fakeapi import FakeApiServer
 
 Object = dict[str, Any]
 
 NAMESPACES = resource_for("v1", "Namespace")
 PODS = resource_for("v1", "Pod")
-
-_SERVER_OWNED = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
-_POLICY_FINALIZERS = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+CONTROLLER_MANAGER = "system:kube-controller-manager"
+_CONTAINERS = [{"name": "c", "image": "nginx"}]
+_TEST_AGENT = "controller-test"
 
 
-def _lingers(resource: Resource, obj: Object) -> bool:
-    """A pod bound to a node waits for its kubelet."""
-    return resource == PODS and bool((obj.get("spec") or {}).get("nodeName"))
+class Cluster:
+    """The test's apiserver, seen by the test (not by the controllers)."""
 
+    def __init__(self, env: Environment, log: RequestLog) -> None:
+        self.env = env
+        self.faults = env.faults
+        self.admin = RestClient(env.client_config(), user_agent=_TEST_AGENT, qps=None)
+        self._log = log
+        self._namespaces: set[str] = set()
 
-def _ready_to_go(resource: Resource, obj: Object) -> bool:
-    meta = obj["metadata"]
-    if not meta.get("deletionTimestamp") or meta.get("finalizers"):
-        return False
-    if resource == NAMESPACES and (obj.get("spec") or {}).get("finalizers"):
-        return False
-    return not (resource == PODS and meta.get("deletionGracePeriodSeconds"))
+    def config(self) -> ClientConfig:
+        """What kube-controller-manager's kubeconfig would say."""
+        return self.env.client_config(CONTROLLER_MANAGER, ())
 
+    def calls(self, method: str | None = None, path: str | None = None) -> list[Request]:
+        """The requests of the controllers (not the test's own)."""
+        calls = self._log.calls(method, path)
+        return [r for r in calls if r.headers.get("User-Agent") != _TEST_AGENT]
 
-class FakeCluster(FakeApiServer):
-    """`FakeApiServer` with the deletion rules of the module docstring."""
+    def create(self, resource: Resource, obj: Object, namespace: str = "") -> Object:
+        """Create `obj`, and its namespace first if no object of the test made it yet."""
+        if resource.namespaced and namespace not in self._namespaces:
+            self._namespaces.add(namespace)
+            if not self.exists(NAMESPACES, "", namespace):
+                body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                self.admin.create(NAMESPACES, body)
+        return self.admin.create(resource, obj, namespace)
 
-    def __init__(self) -> None:
-        super().__init__()
-        # The informers of a controller-manager connect all at once; with socketserver's
-        # backlog of 5 the kernel drops some of their SYNs, which costs a second each.
-        self.httpd.socket.listen(128)
+    def get(self, resource: Resource, namespace: str, name: str) -> Object:
+        return self.admin.get(resource, name, namespace)
 
-    def _store(self, resource: Resource, obj: Object) -> Object:
-        """Store a changed `obj` (MODIFIED), or remove it if its deletion can complete."""
-        meta = obj["metadata"]
-        namespace = meta.get("namespace", "") if resource.namespaced else ""
-        self.rv += 1
-        meta["resourceVersion"] = str(self.rv)
-        self.objects[(resource.group_resource, namespace, meta["name"])] = obj
-        self._record(resource, namespace, "MODIFIED", obj)
-        if _ready_to_go(resource, obj):
-            return self.confirm(resource, namespace, meta["name"])
-        return copy.deepcopy(obj)
+    def exists(self, resource: Resource, namespace: str, name: str) -> bool:
+        try:
+            self.admin.get(resource, name, namespace)
+        except StatusError as exc:
+            if exc.code == 404:
+                return False
+            raise
+        return True
 
-    def update(self, resource: Resource, obj: Object, subresource: str = "") -> Object:
-        with self.cond:
-            meta = obj.get("metadata") or {}
-            namespace = meta.get("namespace", "") if resource.namespaced else ""
-            current = self.get(resource, namespace, meta.get("name", ""))
-            wanted = meta.get("resourceVersion")
-            if wanted and wanted != current["metadata"]["resourceVersion"]:
-                raise errors.conflict(resource.plural, meta["name"], resource.group)
-            new = copy.deepcopy(current)
-            if subresource == "status":
-                new["status"] = obj.get("status")
-            elif subresource == "finalize":
-                new.setdefault("spec", {})["finalizers"] = (obj.get("spec") or {}).get(
-                    "finalizers"
-                ) or []
-            else:
-                new = copy.deepcopy(obj)
-                if "status" in current:
-                    new["status"] = current["status"]
-                new_meta = new.setdefault("metadata", {})
-                for owned in _SERVER_OWNED:
-                    new_meta.pop(owned, None)
-                    if owned in current["metadata"]:
-                        new_meta[owned] = current["metadata"][owned]
-                if namespace:
-                    new_meta["namespace"] = namespace
-            return self._store(resource, new)
+    def update(self, resource: Resource, obj: Object) -> Object:
+        return self.admin.update(resource, obj)
 
     def delete(
         self, resource: Resource, namespace: str, name: str, options: Object | None = None
     ) -> Object:
-        if not name:
-            return self.delete_collection(resource, namespace, options)
-        options = options or {}
-        with self.cond:
-            current = self.get(resource, namespace, name)
-            meta = current["metadata"]
-            uid = (options.get("preconditions") or {}).get("uid")
-            if uid is not None and uid != meta["uid"]:
-                raise errors.conflict(resource.plural, name, resource.group, "precondition failed")
-            finalizer = _POLICY_FINALIZERS.get(options.get("propagationPolicy", ""))
-            held = bool(meta.get("finalizers")) or finalizer is not None
-            if not held and not _lingers(resource, current) and resource != NAMESPACES:
-                return super().delete(resource, namespace, name, options)
-            meta.setdefault("deletionTimestamp", _now())
-            if finalizer is not None and finalizer not in meta.setdefault("finalizers", []):
-                meta["finalizers"].append(finalizer)
-            if _lingers(resource, current):
-                grace = current["spec"].get("terminationGracePeriodSeconds", 30)
-                meta.setdefault("deletionGracePeriodSeconds", grace)
-            if resource == NAMESPACES:
-                current.setdefault("status", {})["phase"] = "Terminating"
-            return self._store(resource, current)
-
-    def delete_collection(
-        self, resource: Resource, namespace: str, options: Object | None = None
-    ) -> Object:
-        with self.cond:
-            names = [
-                n
-                for (r, ns, n) in self.objects
-                if r == resource.group_resource and (not namespace or ns == namespace)
-            ]
-            items = [self.delete(resource, namespace, n, options) for n in names]
-        return {"kind": resource.list_kind, "apiVersion": resource.api_version, "items": items}
+        policy = (options or {}).get("propagationPolicy")
+        return self.admin.delete(resource, name, namespace, propagation_policy=policy)
 
     def confirm(self, resource: Resource, namespace: str, name: str) -> Object:
-        """Remove an object whatever holds it: a kubelet confirming a pod's termination."""
-        return super().delete(resource, namespace, name)
+        """Delete at once, grace period over: a kubelet confirming a pod has stopped."""
+        return self.admin.delete(resource, name, namespace, grace_period_seconds=0)
 
-    def exists(self, resource: Resource, namespace: str, name: str) -> bool:
-        with self.cond:
-            return (resource.group_resource, namespace, name) in self.objects
+    def close(self) -> None:
+        self.admin.close()
 
 
-def owner_ref(owner: Object, *, block: bool = True) -> Object:
-    """An ownerReference to `owner` (as a controller would set it)."""
+def owner_ref(owner: Object, *, block: bool = True, controller: bool = True) -> Object:
+    """An ownerReference to `owner` (as a controller would set it; an object has at
+    most one controller)."""
     meta = owner["metadata"]
     return {
         "apiVersion": owner["apiVersion"],
         "kind": owner["kind"],
         "name": meta["name"],
         "uid": meta["uid"],
-        "controller": True,
+        "controller": controller,
         "blockOwnerDeletion": block,
     }
 
 
+def _valid_spec(resource: Resource, name: str, spec: Object) -> Object:
+    """`spec` completed with what validation requires of pods and their controllers."""
+    if resource.kind == "Pod":
+        return {"containers": _CONTAINERS, **spec}
+    if resource.kind in ("Deployment", "ReplicaSet"):
+        labels = {"app": name}
+        template = {"metadata": {"labels": labels}, "spec": {"containers": _CONTAINERS}}
+        return {"selector": {"matchLabels": labels}, "template": template, **spec}
+    return spec
+
+
 def new_object(
-    cluster: FakeCluster,
+    cluster: Cluster,
     resource: Resource,
     name: str,
     namespace: str = "ns",
@@ -175,20 +132,23 @@ def new_object(
     owners: list[Object] | None = None,
     **fields: Any,
 ) -> Object:
-    """Create an object of `resource` in the fake cluster, owned by `owners`."""
+    """Create an object of `resource` in the cluster, owned by `owners`."""
     meta: Object = {"name": name}
     if owners:
         meta["ownerReferences"] = owners
+    spec = _valid_spec(resource, name, fields.pop("spec", {}))
+    if spec:
+        fields["spec"] = spec
     body = {"apiVersion": resource.api_version, "kind": resource.kind, "metadata": meta, **fields}
     return cluster.create(resource, body, namespace if resource.namespaced else "")
 
 
 class Harness:
-    """Controllers built from one context and run against the fake cluster."""
+    """Controllers built from one context and run against the cluster."""
 
-    def __init__(self, cluster: FakeCluster) -> None:
+    def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        config = ClientConfig(server=cluster.url)
+        config = cluster.config()
         self.informer_client = RestClient(config, qps=None, backoff=FAST_BACKOFF)
         self.informers = InformerFactory(self.informer_client)
         self.ctx = ControllerContext(
@@ -221,13 +181,18 @@ class Harness:
 
 
 @pytest.fixture
-def cluster() -> Iterator[FakeCluster]:
-    with FakeCluster() as server:
-        yield server
+def cluster() -> Iterator[Cluster]:
+    admission = tuple(p for p in Chain.ALL if p != "ServiceAccount")
+    with Environment.start(admission_plugins=admission) as env, env.record() as log:
+        c = Cluster(env, log)
+        try:
+            yield c
+        finally:
+            c.close()
 
 
 @pytest.fixture
-def harness(cluster: FakeCluster) -> Iterator[Harness]:
+def harness(cluster: Cluster) -> Iterator[Harness]:
     h = Harness(cluster)
     try:
         yield h

@@ -1,6 +1,6 @@
 """The garbage collector: its decisions (`plan`), how it checks an owner (by uid, and
 "absent" only on the apiserver's word), and the background, foreground and orphan
-flows, run with real informers against the fake cluster."""
+flows, run with real informers against the real apiserver in-process."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from controlplane.controllers.garbagecollector import (
 from controlplane.controllers.garbagecollector import log as gc_log
 from kubelab.client import resource_for
 from tests.unit.client.conftest import eventually
-from tests.unit.controllers.conftest import FakeCluster, Harness, new_object, owner_ref
+from tests.unit.controllers.conftest import Cluster, Harness, new_object, owner_ref
 
 DEPLOYMENTS = resource_for("apps/v1", "Deployment")
 REPLICASETS = resource_for("apps/v1", "ReplicaSet")
@@ -98,7 +98,7 @@ def test_events_are_not_monitored_and_every_owner_kind_of_the_brief_is() -> None
 
 
 def test_an_owner_the_cache_lacks_is_asked_of_the_apiserver(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     gc = GarbageCollector(harness.ctx)  # its caches stay empty: informers never started
     owner = new_object(cluster, DEPLOYMENTS, "web")
@@ -136,7 +136,7 @@ def observe(gc: GarbageCollector, owner: dict[str, Any], dependents: int) -> Non
     eventually(lambda: len(list(gc.dependents(identity))) == dependents)
 
 
-def _tree(cluster: FakeCluster, bound: bool = False) -> tuple[dict[str, Any], ...]:
+def _tree(cluster: Cluster, bound: bool = False) -> tuple[dict[str, Any], ...]:
     """A Deployment owning a ReplicaSet owning a Pod (bound to a node if `bound`)."""
     deploy = new_object(cluster, DEPLOYMENTS, "web")
     rs = new_object(cluster, REPLICASETS, "web-1", owners=[owner_ref(deploy)])
@@ -146,7 +146,7 @@ def _tree(cluster: FakeCluster, bound: bool = False) -> tuple[dict[str, Any], ..
 
 
 def test_background_deletion_collects_the_tree_level_by_level(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     harness.run(GarbageCollector(harness.ctx))
     _tree(cluster)
@@ -161,7 +161,7 @@ def test_background_deletion_collects_the_tree_level_by_level(
 
 
 def test_a_dependent_of_a_same_named_predecessor_is_garbage(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     old = new_object(cluster, DEPLOYMENTS, "web")
     cluster.confirm(DEPLOYMENTS, "ns", "web")
@@ -174,11 +174,12 @@ def test_a_dependent_of_a_same_named_predecessor_is_garbage(
 
 
 def test_a_dependent_with_another_owner_only_loses_the_reference(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     harness.run(GarbageCollector(harness.ctx))
     a, b = new_object(cluster, CONFIGMAPS, "a"), new_object(cluster, CONFIGMAPS, "b")
-    new_object(cluster, CONFIGMAPS, "shared", owners=[owner_ref(a), owner_ref(b)])
+    shared = [owner_ref(a), owner_ref(b, controller=False)]
+    new_object(cluster, CONFIGMAPS, "shared", owners=shared)
     cluster.delete(CONFIGMAPS, "ns", "a")
 
     def only_b_left() -> bool:
@@ -188,7 +189,7 @@ def test_a_dependent_with_another_owner_only_loses_the_reference(
     eventually(only_b_left)
 
 
-def test_foreground_deletion_removes_the_owner_last(cluster: FakeCluster, harness: Harness) -> None:
+def test_foreground_deletion_removes_the_owner_last(cluster: Cluster, harness: Harness) -> None:
     gc = GarbageCollector(harness.ctx)
     harness.run(gc)
     deploy, rs, _ = _tree(cluster, bound=True)
@@ -210,7 +211,7 @@ def test_foreground_deletion_removes_the_owner_last(cluster: FakeCluster, harnes
 
 
 def test_foreground_deletion_waits_only_for_blocking_dependents(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     gc = GarbageCollector(harness.ctx)
     harness.run(gc)
@@ -233,7 +234,7 @@ def test_foreground_deletion_waits_only_for_blocking_dependents(
 
 
 def test_an_ownership_cycle_in_foreground_deletion_is_reported_once_per_owner(
-    cluster: FakeCluster, harness: Harness, caplog: pytest.LogCaptureFixture
+    cluster: Cluster, harness: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger=gc_log.name)
     gc = GarbageCollector(harness.ctx)
@@ -263,9 +264,7 @@ def test_an_ownership_cycle_in_foreground_deletion_is_reported_once_per_owner(
     assert "ConfigMap b" in message and "blockOwnerDeletion" in message
 
 
-def test_orphan_deletion_leaves_the_dependents_unowned(
-    cluster: FakeCluster, harness: Harness
-) -> None:
+def test_orphan_deletion_leaves_the_dependents_unowned(cluster: Cluster, harness: Harness) -> None:
     gc = GarbageCollector(harness.ctx)
     harness.run(gc)
     deploy, _, _ = _tree(cluster)
@@ -280,7 +279,7 @@ def test_orphan_deletion_leaves_the_dependents_unowned(
 
 
 def test_a_namespaced_owner_does_not_own_objects_of_other_namespaces(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     gc = GarbageCollector(harness.ctx)
     harness.run(gc)
@@ -294,7 +293,7 @@ def test_a_namespaced_owner_does_not_own_objects_of_other_namespaces(
 
 
 def test_a_cluster_scoped_owner_owns_dependents_in_any_namespace(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     harness.run(GarbageCollector(harness.ctx))
     node = new_object(cluster, NODES, "node-1")

@@ -23,7 +23,7 @@ from controlplane.controllers.manager import (
 from controlplane.controllers.serviceaccounts import SERVICE_ACCOUNT_CONTROLLER
 from kubelab.client import ClientConfig, resource_for
 from tests.unit.client.conftest import eventually
-from tests.unit.controllers.conftest import FakeCluster, new_object
+from tests.unit.controllers.conftest import Cluster, new_object
 
 NAMESPACES = resource_for("v1", "Namespace")
 SERVICE_ACCOUNTS = resource_for("v1", "ServiceAccount")
@@ -62,7 +62,7 @@ def test_flags_are_spelled_as_go_spells_them() -> None:
     assert (args.leader_elect_retry_period, args.concurrent_gc_syncs) == (0.1, 3)
 
 
-def _holder(cluster: FakeCluster) -> str:
+def _holder(cluster: Cluster) -> str:
     try:
         lease = cluster.get(LEASES, "kube-system", "kube-controller-manager")
     except Exception:
@@ -70,16 +70,16 @@ def _holder(cluster: FakeCluster) -> str:
     return str(lease["spec"].get("holderIdentity") or "")
 
 
-def _lists(cluster: FakeCluster) -> int:
+def _lists(cluster: Cluster) -> int:
     """The lists of service accounts: one per informer, so one per running term."""
     return len([r for r in cluster.calls("GET", "/serviceaccounts") if "watch" not in r.query])
 
 
 def test_only_the_leader_runs_controllers_and_a_successor_takes_over(
-    cluster: FakeCluster,
+    cluster: Cluster,
 ) -> None:
     new_object(cluster, NAMESPACES, "a")
-    config = ClientConfig(server=cluster.url)
+    config = cluster.config()
     options = Options(
         controllers=(SERVICE_ACCOUNT_CONTROLLER,),
         root_ca=b"ca",
@@ -145,9 +145,9 @@ FAST_ELECTION = [
 
 
 def test_the_lease_is_released_only_after_the_terms_workers_have_stopped(
-    cluster: FakeCluster,
+    cluster: Cluster,
 ) -> None:
-    config = ClientConfig(server=cluster.url)
+    config = cluster.config()
     finishing = threading.Event()
     holders: list[str] = []
 
@@ -176,8 +176,8 @@ def test_the_lease_is_released_only_after_the_terms_workers_have_stopped(
     assert statuses == [0] and _holder(cluster) == "", "then released"
 
 
-def test_a_term_whose_controllers_fail_ends_and_releases_the_lease(cluster: FakeCluster) -> None:
-    config = ClientConfig(server=cluster.url)
+def test_a_term_whose_controllers_fail_ends_and_releases_the_lease(cluster: Cluster) -> None:
+    config = cluster.config()
 
     def broken(stop: threading.Event) -> None:
         raise RuntimeError("cannot build the controllers")

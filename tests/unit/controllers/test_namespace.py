@@ -5,6 +5,7 @@ so in its conditions; a failure is reported and retried."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -18,9 +19,10 @@ from controlplane.controllers.namespace import (
     content_resources,
     namespace_conditions,
 )
+from kubelab.api.errors import StatusError
 from kubelab.client import FakeClock, resource_for
 from tests.unit.client.conftest import eventually
-from tests.unit.controllers.conftest import FakeCluster, Harness, new_object
+from tests.unit.controllers.conftest import Cluster, Harness, new_object
 
 NAMESPACES = resource_for("v1", "Namespace")
 PODS = resource_for("v1", "Pod")
@@ -28,26 +30,34 @@ CONFIGMAPS = resource_for("v1", "ConfigMap")
 SECRETS = resource_for("v1", "Secret")
 
 
-def conditions(cluster: FakeCluster, name: str) -> dict[str, dict[str, str]]:
+def conditions(cluster: Cluster, name: str) -> dict[str, dict[str, str]]:
     ns = cluster.get(NAMESPACES, "", name)
     return {c["type"]: c for c in (ns.get("status") or {}).get("conditions") or []}
 
 
-@pytest.fixture
-def controller(cluster: FakeCluster, harness: Harness) -> NamespaceController:
-    """A namespace "gone" with content, being deleted; the controller's caches synced
-    (its sync is called by the tests, no workers run)."""
+def terminating(
+    cluster: Cluster, harness: Harness, more: Callable[[], object] = lambda: None
+) -> NamespaceController:
+    """A namespace "gone" with content (and what `more` adds to it: nothing can be
+    created in a namespace once it is being deleted), being deleted; the controller's
+    caches synced (its sync is called by the tests, no workers run)."""
     new_object(cluster, NAMESPACES, "gone", spec={"finalizers": ["kubernetes"]})
     new_object(cluster, NAMESPACES, "kept", spec={"finalizers": ["kubernetes"]})
     for ns in ("gone", "kept"):
         new_object(cluster, CONFIGMAPS, "settings", ns)
         new_object(cluster, PODS, "unscheduled", ns)
+    more()
     ctrl = NamespaceController(harness.ctx)
     harness.sync_caches()
     cluster.delete(NAMESPACES, "", "gone")
     cache = harness.informers.informer(NAMESPACES).indexer
     eventually(lambda: bool((cache.get("gone") or {})["metadata"].get("deletionTimestamp")))
     return ctrl
+
+
+@pytest.fixture
+def controller(cluster: Cluster, harness: Harness) -> NamespaceController:
+    return terminating(cluster, harness)
 
 
 def test_the_content_is_every_namespaced_stored_resource() -> None:
@@ -60,7 +70,7 @@ def test_the_content_is_every_namespaced_stored_resource() -> None:
 
 
 def test_a_terminating_namespace_is_emptied_then_finalized(
-    cluster: FakeCluster, controller: NamespaceController
+    cluster: Cluster, controller: NamespaceController
 ) -> None:
     assert controller.sync("gone") is None
     assert not cluster.exists(NAMESPACES, "", "gone")
@@ -77,7 +87,7 @@ def test_a_terminating_namespace_is_emptied_then_finalized(
 
 
 def test_an_active_namespace_is_left_alone(
-    cluster: FakeCluster, controller: NamespaceController
+    cluster: Cluster, controller: NamespaceController
 ) -> None:
     assert controller.sync("kept") is None
     assert controller.sync("never-existed") is None
@@ -85,10 +95,12 @@ def test_an_active_namespace_is_left_alone(
 
 
 def test_a_namespace_waits_for_a_pod_in_its_grace_period(
-    cluster: FakeCluster, controller: NamespaceController
+    cluster: Cluster, harness: Harness
 ) -> None:
     bound = {"nodeName": "node-1", "terminationGracePeriodSeconds": 30}
-    new_object(cluster, PODS, "running", "gone", spec=bound)
+    controller = terminating(
+        cluster, harness, lambda: new_object(cluster, PODS, "running", "gone", spec=bound)
+    )
 
     assert controller.sync("gone") == 16.0, "half the grace period, plus a second"
     assert cluster.get(PODS, "gone", "running")["metadata"]["deletionTimestamp"]
@@ -102,12 +114,13 @@ def test_a_namespace_waits_for_a_pod_in_its_grace_period(
     assert not cluster.exists(NAMESPACES, "", "gone")
 
 
-def test_objects_held_by_finalizers_keep_the_namespace(
-    cluster: FakeCluster, controller: NamespaceController
-) -> None:
-    held = new_object(cluster, SECRETS, "held", "gone")
-    held["metadata"]["finalizers"] = ["example.com/hold"]
-    cluster.update(SECRETS, held)
+def test_objects_held_by_finalizers_keep_the_namespace(cluster: Cluster, harness: Harness) -> None:
+    def hold() -> None:
+        held = new_object(cluster, SECRETS, "held", "gone")
+        held["metadata"]["finalizers"] = ["example.com/hold"]
+        cluster.update(SECRETS, held)
+
+    controller = terminating(cluster, harness, hold)
 
     assert controller.sync("gone") == 15.0, "finalizers take long: Kubernetes' estimate"
     finalizers = conditions(cluster, "gone")[FINALIZERS_REMAINING]
@@ -125,9 +138,13 @@ def test_objects_held_by_finalizers_keep_the_namespace(
 
 
 def test_a_failed_delete_is_reported_and_retried(
-    cluster: FakeCluster, controller: NamespaceController
+    cluster: Cluster, controller: NamespaceController
 ) -> None:
-    cluster.inject(500, method="DELETE", path="/namespaces/gone/configmaps")
+    cluster.faults.status(
+        StatusError(500, "InternalError", "injected 500"),
+        method="DELETE",
+        path="/namespaces/gone/configmaps",
+    )
     with pytest.raises(SyncError, match="configmaps: injected 500"):
         controller.sync("gone")
     failure = conditions(cluster, "gone")[CONTENT_FAILURE]
@@ -137,7 +154,7 @@ def test_a_failed_delete_is_reported_and_retried(
     assert not cluster.exists(NAMESPACES, "", "gone")
 
 
-def test_the_controller_finalizes_on_its_own(cluster: FakeCluster, harness: Harness) -> None:
+def test_the_controller_finalizes_on_its_own(cluster: Cluster, harness: Harness) -> None:
     harness.run(NamespaceController(harness.ctx))
     new_object(cluster, NAMESPACES, "short-lived", spec={"finalizers": ["kubernetes"]})
     new_object(cluster, CONFIGMAPS, "settings", "short-lived")
@@ -147,7 +164,7 @@ def test_the_controller_finalizes_on_its_own(cluster: FakeCluster, harness: Harn
 
 
 def test_a_namespace_is_looked_at_again_when_due_not_when_its_status_changes(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     clock = FakeClock()
     harness.run(NamespaceController(harness.ctx, clock=clock))

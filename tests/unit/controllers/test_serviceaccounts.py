@@ -9,9 +9,10 @@ from controlplane.controllers.serviceaccounts import (
     RootCACertPublisher,
     ServiceAccountsController,
 )
+from kubelab.api import errors
 from kubelab.client import resource_for
 from tests.unit.client.conftest import eventually
-from tests.unit.controllers.conftest import FakeCluster, Harness, new_object
+from tests.unit.controllers.conftest import Cluster, Harness, new_object
 
 NAMESPACES = resource_for("v1", "Namespace")
 SERVICE_ACCOUNTS = resource_for("v1", "ServiceAccount")
@@ -20,7 +21,7 @@ CONFIGMAPS = resource_for("v1", "ConfigMap")
 CA = "--- the cluster CA ---\n"  # what the harness passes as --root-ca-file's content
 
 
-def namespaces(cluster: FakeCluster) -> None:
+def namespaces(cluster: Cluster) -> None:
     """Two active namespaces and one being deleted."""
     new_object(cluster, NAMESPACES, "a")
     new_object(cluster, NAMESPACES, "b", status={"phase": "Active"})
@@ -29,7 +30,7 @@ def namespaces(cluster: FakeCluster) -> None:
 
 
 def test_every_active_namespace_gets_a_default_service_account(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     namespaces(cluster)
     harness.run(ServiceAccountsController(harness.ctx))
@@ -52,7 +53,7 @@ def test_every_active_namespace_gets_a_default_service_account(
 
 
 def test_every_active_namespace_gets_the_root_ca_kept_as_the_file_says(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     namespaces(cluster)
     harness.run(RootCACertPublisher(harness.ctx))
@@ -75,11 +76,13 @@ def test_every_active_namespace_gets_the_root_ca_kept_as_the_file_says(
 
 
 def test_an_object_created_meanwhile_by_someone_else_is_not_an_error(
-    cluster: FakeCluster, harness: Harness
+    cluster: Cluster, harness: Harness
 ) -> None:
     new_object(cluster, NAMESPACES, "a")
     publisher = RootCACertPublisher(harness.ctx)
     harness.sync_caches()
-    cluster.inject(409, method="POST", path="/namespaces/a/configmaps")
+    # Someone else created it after the publisher's cache was filled.
+    exists = errors.already_exists("configmaps", "kube-root-ca.crt")
+    cluster.faults.status(exists, method="POST", path="/namespaces/a/configmaps")
     assert publisher.sync("a") is None, "the object's own event will bring the namespace back"
     assert len(cluster.calls("POST", "/configmaps")) == 1

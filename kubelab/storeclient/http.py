@@ -20,6 +20,7 @@ import select
 import socket
 import ssl
 from collections import deque
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import httptools
@@ -126,7 +127,7 @@ class Pool:
         try:
             sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
         except OSError as exc:
-            raise ConnectFailed(exc.errno, _reason(exc)) from exc
+            raise ConnectFailed(exc.errno, _connect_reason(exc)) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.context is None:
             return sock
@@ -134,7 +135,7 @@ class Pool:
             return self.context.wrap_socket(sock, server_hostname=self.host)
         except OSError as exc:  # ssl.SSLError included
             sock.close()
-            raise ConnectFailed(exc.errno, _reason(exc)) from exc
+            raise ConnectFailed(exc.errno, _connect_reason(exc)) from exc
 
     def _read(self, sock: socket.socket) -> tuple[int, bytes, bool]:
         """The response on `sock`: status, body, and whether the connection may be
@@ -146,6 +147,10 @@ class Pool:
                 raise ConnectionResetError("the store closed the connection before answering")
             response.parser.feed_data(data)
         return response.parser.get_status_code(), b"".join(response.body), response.keep_alive
+
+
+def _connect_reason(exc: OSError) -> str:
+    return "connect timed out" if isinstance(exc, TimeoutError) else describe_failure(exc)
 
 
 def _readable(sock: socket.socket) -> bool:
@@ -162,11 +167,28 @@ def _readable(sock: socket.socket) -> bool:
     return bool(poller.poll(0))
 
 
-def _reason(exc: OSError) -> str:
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"TLS: server certificate not trusted ({exc.verify_message})"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS: {exc.reason or exc}"
-    if isinstance(exc, TimeoutError):
-        return "connect timed out"
-    return exc.strerror or str(exc) or type(exc).__name__
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and what it wraps (the OS's and the TLS layer's errors, as causes)."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        nested = [e.__cause__, e.__context__, getattr(e, "reason", None)]
+        nested.extend(e.args[:1])
+        todo.extend(n for n in nested if isinstance(n, BaseException))
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A short reason for a connection failure ("Connection refused", a TLS error)."""
+    for e in _causes(exc):
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return f"TLS: server certificate not trusted ({e.verify_message})"
+        if isinstance(e, ssl.SSLError):
+            return f"TLS: {e.reason or e}"
+        if isinstance(e, OSError) and e.strerror:
+            return e.strerror
+    return str(exc) or type(exc).__name__

@@ -5,9 +5,9 @@ Each member is a real OS process with its own data dir, talking to its peers ove
 loopback TCP with mutual TLS (certificates from a throwaway cluster CA made here). The
 cluster can kill members (SIGKILL, like a crash) and restart them on the same data.
 
-    python -m controlplane.store.localcluster up --dir .lab --members 3
-    python -m controlplane.store.localcluster status --dir .lab
-    python -m controlplane.store.localcluster down --dir .lab
+    python -m lab.localcluster up --dir .lab --members 3
+    python -m lab.localcluster status --dir .lab
+    python -m lab.localcluster down --dir .lab
 """
 
 from __future__ import annotations

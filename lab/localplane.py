@@ -6,7 +6,7 @@ local processes, with the cluster's PKI and kubeconfigs, the way kubeadm lays th
                         sa.key/sa.pub (service-account token signing)
     .lab/admin.conf     kubeconfig for the real kubectl (O=system:masters)
     .lab/controller-manager.conf   the controller-manager's kubeconfig
-    .lab/store/         the store's members (see `controlplane.store.localcluster`)
+    .lab/store/         the store's members (see `lab.localcluster`)
     .lab/apiserver.log  the apiserver's log; .lab/audit.log its audit log
     .lab/controller-manager.log    the controller-manager's log
     .lab/*.pid          the processes `make up` started, for `make down`
@@ -36,9 +36,9 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from controlplane.store.localcluster import LocalCluster, free_port, pid_alive
 from kubelab import pki
 from kubelab.client import write_kubeconfig
+from lab.localcluster import LocalCluster, free_port, pid_alive
 
 
 class StartError(RuntimeError):

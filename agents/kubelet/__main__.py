@@ -1,0 +1,68 @@
+"""`python -m agents.kubelet` (the `kubelet` command): the node service, on the node's
+own Docker Engine, with kube-kubelet's flags (agents.kubelet.config)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+from agents.kubelet import config as kconfig
+from agents.kubelet.kubelet import Kubelet
+from agents.kubelet.machine import HostMachine
+from agents.kubelet.runtime.docker import DockerRuntime
+from kubelab import pki
+from kubelab.client import KubeconfigError, RestClient, load_config
+
+log = logging.getLogger("kubelab.kubelet")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = kconfig.parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.v >= 4 else logging.INFO if args.v >= 1 else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    config = kconfig.from_args(args)
+    if not (config.tls_cert_file and config.tls_private_key_file and config.client_ca_file):
+        sys.exit(
+            "kubelet: --tls-cert-file, --tls-private-key-file and --client-ca-file are "
+            "required (the HTTPS server on --port refuses anonymous callers)"
+        )
+    try:
+        client = RestClient(load_config(config.kubeconfig), qps=50, burst=100)
+    except KubeconfigError as exc:
+        sys.exit(f"kubelet: {exc}")
+    runtime = DockerRuntime(
+        config.node_name,
+        base_url=args.container_runtime_endpoint or None,
+        pause_image=config.pod_infra_container_image,
+        network=config.pod_network,
+    )
+    serving = pki.server_ssl_context(
+        config.client_ca_file,
+        config.tls_cert_file,
+        config.tls_private_key_file,
+        require_client_cert=False,
+    )
+    config.root_dir.mkdir(parents=True, exist_ok=True)
+    kubelet = Kubelet(config, client, runtime, HostMachine(config.root_dir), serving=serving)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    kubelet.start(timeout=300)
+    if config.pod_network not in ("none", "host"):
+        # The pods' bridge is made in the node's podCIDR, which node IPAM sets after
+        # registration; until then sandboxes fail (FailedCreatePodSandBox) and are retried.
+        while not stop.is_set() and not kubelet.node_status.pod_cidr():
+            stop.wait(2.0)
+            kubelet.node_status.refresh()
+        if kubelet.node_status.pod_cidr():
+            runtime.ensure_network(config.pod_network, kubelet.node_status.pod_cidr())
+    stop.wait()
+    kubelet.stop()
+
+
+if __name__ == "__main__":
+    main()

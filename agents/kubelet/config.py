@@ -1,0 +1,179 @@
+"""The kubelet's configuration, from kube-kubelet's own flag names (`--kubeconfig`,
+`--node-ip`, `--hostname-override`, `--pod-manifest-path`, `--max-pods`, `--cluster-dns`,
+`--cluster-domain`, ...), so that what labadm writes reads like a kubeadm node's kubelet
+flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from kubelab.api.quantity import parse_quantity
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """Resources held back from pods (`--kube-reserved` plus `--system-reserved`, and the
+    hard eviction threshold for memory), as milli-CPU and bytes."""
+
+    cpu_milli: int = 0
+    memory: int = 0
+
+
+@dataclass(frozen=True)
+class KubeletConfig:
+    node_name: str
+    node_ip: str = ""
+    kubeconfig: Path | None = None
+    root_dir: Path = Path("/var/lib/kubelet")
+    pod_manifest_path: Path | None = None
+    max_pods: int = 110
+    cluster_dns: tuple[str, ...] = ()
+    cluster_domain: str = "cluster.local"
+    port: int = 10250
+    address: str = "0.0.0.0"
+    tls_cert_file: Path | None = None
+    tls_private_key_file: Path | None = None
+    client_ca_file: Path | None = None
+    node_labels: dict[str, str] = field(default_factory=dict)
+    register_with_taints: tuple[dict[str, str], ...] = ()
+    reserved: Reserved = Reserved()
+    eviction_memory_available: int = 100 * 1024 * 1024
+    """memory.available<100Mi, the kubelet's default hard eviction threshold."""
+    node_status_update_frequency: float = 10.0
+    node_status_report_frequency: float = 60.0
+    """A status that has not changed is still posted this often (Kubernetes: 5 min)."""
+    node_lease_duration_seconds: int = 40
+    sync_frequency: float = 60.0
+    """Every pod is synced at least this often (`--sync-frequency`, default 1m)."""
+    relist_period: float = 1.0
+    """The PLEG's relist (Kubernetes: 1 s)."""
+    crash_loop_backoff: float = 10.0
+    crash_loop_backoff_cap: float = 300.0
+    image_pull_backoff: float = 10.0
+    pod_infra_container_image: str = "registry.k8s.io/pause:3.9"
+    pod_network: str = "none"
+    """The Docker network of the node's pods ("none", "host", or a bridge network created
+    in the node's podCIDR)."""
+    cgroup_root: str = "kubepods"
+    """The parent of the pods' cgroups (by QoS class: kubepods/burstable/pod<uid>)."""
+    workers: int = 4
+    """Threads syncing pods (each pod is synced by one at a time)."""
+
+
+def _reserved(text: str) -> Reserved:
+    """`cpu=100m,memory=256Mi` as a Reserved."""
+    cpu = memory = 0
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        try:
+            q = parse_quantity(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{item!r}: {exc}") from None
+        if key == "cpu":
+            cpu = int(q.value * 1000)
+        elif key == "memory":
+            memory = int(q.value)
+        else:
+            raise argparse.ArgumentTypeError(f"{item!r}: only cpu and memory can be reserved")
+    return Reserved(cpu, memory)
+
+
+def _labels(text: str) -> dict[str, str]:
+    out = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"label {item!r} must be key=value")
+        out[key] = value
+    return out
+
+
+def _taints(text: str) -> tuple[dict[str, str], ...]:
+    out = []
+    for item in filter(None, text.split(",")):
+        kv, sep, effect = item.rpartition(":")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"taint {item!r} must be key[=value]:Effect")
+        key, _, value = kv.partition("=")
+        taint = {"key": key, "effect": effect}
+        if value:
+            taint["value"] = value
+        out.append(taint)
+    return tuple(out)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kubelet", description="kubelab's kubelet: runs the pods bound to this node"
+    )
+    p.add_argument("--kubeconfig", type=Path, required=True, help="credentials of this node")
+    p.add_argument("--hostname-override", default="", help="the Node's name (default: hostname)")
+    p.add_argument("--node-ip", default="", help="the Node's InternalIP")
+    p.add_argument("--root-dir", type=Path, default=Path("/var/lib/kubelet"))
+    p.add_argument("--pod-manifest-path", type=Path, help="folder of static pod manifests")
+    p.add_argument("--max-pods", type=int, default=110)
+    p.add_argument("--cluster-dns", default="", help="comma-separated DNS server IPs for pods")
+    p.add_argument("--cluster-domain", default="cluster.local")
+    p.add_argument("--port", type=int, default=10250)
+    p.add_argument("--address", default="0.0.0.0")
+    p.add_argument("--tls-cert-file", type=Path)
+    p.add_argument("--tls-private-key-file", type=Path)
+    p.add_argument("--client-ca-file", type=Path)
+    p.add_argument("--node-labels", type=_labels, default={})
+    p.add_argument("--register-with-taints", type=_taints, default=())
+    p.add_argument("--kube-reserved", type=_reserved, default=Reserved())
+    p.add_argument("--system-reserved", type=_reserved, default=Reserved())
+    p.add_argument("--node-status-update-frequency", type=float, default=10.0)
+    p.add_argument("--sync-frequency", type=float, default=60.0)
+    p.add_argument("--pod-infra-container-image", default="registry.k8s.io/pause:3.9")
+    p.add_argument(
+        "--pod-network",
+        default="kubepods",
+        help="Docker network for pods, created in the node's podCIDR (or none, host)",
+    )
+    p.add_argument("--container-runtime-endpoint", default="", help="Docker Engine URL")
+    p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-4)")
+    return p
+
+
+def from_args(args: argparse.Namespace) -> KubeletConfig:
+    reserved = Reserved(
+        args.kube_reserved.cpu_milli + args.system_reserved.cpu_milli,
+        args.kube_reserved.memory + args.system_reserved.memory,
+    )
+    return KubeletConfig(
+        node_name=(args.hostname_override or socket.gethostname()).lower(),
+        node_ip=args.node_ip,
+        kubeconfig=args.kubeconfig,
+        root_dir=args.root_dir,
+        pod_manifest_path=args.pod_manifest_path,
+        max_pods=args.max_pods,
+        cluster_dns=tuple(filter(None, args.cluster_dns.split(","))),
+        cluster_domain=args.cluster_domain,
+        port=args.port,
+        address=args.address,
+        tls_cert_file=args.tls_cert_file,
+        tls_private_key_file=args.tls_private_key_file,
+        client_ca_file=args.client_ca_file,
+        node_labels=args.node_labels,
+        register_with_taints=args.register_with_taints,
+        reserved=reserved,
+        node_status_update_frequency=args.node_status_update_frequency,
+        sync_frequency=args.sync_frequency,
+        pod_infra_container_image=args.pod_infra_container_image,
+        pod_network=args.pod_network,
+    )
+
+
+def milli_cpu(value: object) -> int:
+    """A CPU quantity ("500m", "2", 1) as milli-CPU."""
+    return int(Fraction(parse_quantity(str(value)).value) * 1000)
+
+
+def byte_count(value: object) -> int:
+    return int(parse_quantity(str(value)).value)

@@ -1,0 +1,215 @@
+"""The kubelet: one node's agent, put together from its parts.
+
+    API pods (watch, spec.nodeName=<node>) --+
+    static pods (manifest folder, polled) ---+--> PodWorkers --(runtime)--> containers
+    PLEG (relist + engine events) -----------+        |
+                                                      +--> pod status, Events, mirror pods
+    heartbeat: Node status when it changes, Lease every 10 s
+    HTTPS :10250: logs, exec, attach, port-forward, stats (agents.kubelet.server)
+
+`Kubelet` is the same code on a real node (DockerRuntime, HostMachine, volumes on disk,
+the HTTPS server) and on a hollow node (MemoryRuntime, FixedMachine, no volumes, no
+server, no Events): many hollow kubelets share one process and one client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Callable
+
+from agents.kubelet.config import KubeletConfig
+from agents.kubelet.events import Recorder
+from agents.kubelet.machine import Machine
+from agents.kubelet.node import NodeStatus
+from agents.kubelet.pods import MIRROR, PODS, PodWorkers, mirror_pod, static_pods
+from agents.kubelet.runtime import Runtime
+from agents.kubelet.server import Authorizer, KubeletServer
+from agents.kubelet.volumes import VolumeManager
+from kubelab.api.errors import StatusError
+from kubelab.client import RestClient, ServerUnreachable, SharedInformer
+from kubelab.client.rest import Object
+
+log = logging.getLogger("kubelab.kubelet")
+
+STATIC_POD_PERIOD = 20.0
+"""How often the manifest folder is read (`--file-check-frequency`, 20 s)."""
+
+
+class Kubelet:
+    def __init__(
+        self,
+        config: KubeletConfig,
+        client: RestClient,
+        runtime: Runtime,
+        machine: Machine,
+        *,
+        events: bool = True,
+        volumes: bool = True,
+        serving: ssl.SSLContext | None = None,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.runtime = runtime
+        self.machine = machine
+        self.node_status = NodeStatus(config, client, runtime, machine)
+        self.recorder = Recorder(client if events else None, config.node_name)
+        volume_manager = None
+        self.workers = PodWorkers(
+            config,
+            client,
+            runtime,
+            self.recorder,
+            None,
+            self.node_status.allocatable(),
+        )
+        if volumes:
+            volume_manager = VolumeManager(
+                config.root_dir, client, config.node_name, self.workers._lookup
+            )
+            self.workers.volumes = volume_manager
+        self.informer = SharedInformer(
+            client, PODS, field_selector=f"spec.nodeName={config.node_name}"
+        )
+        self.informer.add_event_handler(
+            on_add=self.workers.upsert,
+            on_update=lambda _old, new: self.workers.upsert(new),
+            on_delete=lambda obj: self.workers.remove(
+                obj["metadata"]["uid"] if isinstance(obj, dict) else ""
+            ),
+        )
+        self.server: KubeletServer | None = None
+        if serving is not None:
+            self.server = KubeletServer(
+                (config.address, config.port),
+                serving,
+                self.workers,
+                Authorizer(client, config.node_name),
+                lambda: _usage(machine),
+            )
+            # Port 0 (tests): the Node advertises the port the server got.
+            self.config = dataclasses.replace(config, port=self.server.port)
+            self.node_status.config = self.config
+        self.stop_event = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self._static: dict[str, Object] = {}
+        self._mirrors_ok: set[str] = set()
+
+    @property
+    def name(self) -> str:
+        return self.config.node_name
+
+    def _thread(self, target: Callable[[], None], what: str) -> None:
+        t = threading.Thread(target=target, name=f"kubelet {self.name} {what}", daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Register the node, then run everything in background threads."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.node_status.register()
+                self.node_status.renew_lease()
+                break
+            except (StatusError, ServerUnreachable) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("kubelet %s: registering: %s; retrying", self.name, exc)
+                time.sleep(1.0)
+        self.workers.pleg.relist()
+        self.informer.start(self.stop_event)
+        if self.server is not None:
+            self.threads.append(self.server.start())
+        self._thread(self._heartbeat, "heartbeat")
+        self._thread(lambda: self.workers.pleg.run(self.stop_event), "pleg")
+        for i in range(self.config.workers):
+            self._thread(self.workers.run_worker, f"worker {i}")
+        log.info("kubelet %s: started (runtime %s)", self.name, self.runtime.name)
+
+    def _heartbeat(self) -> None:
+        next_status = next_lease = next_static = 0.0
+        lease_every = self.config.node_lease_duration_seconds / 4
+        while not self.stop_event.is_set():
+            now = time.monotonic()
+            try:
+                if now >= next_static:
+                    self.sync_static_pods()
+                    next_static = now + STATIC_POD_PERIOD
+                if not self.workers.sources_ready.is_set() and self.informer.has_synced():
+                    self.workers.sources_ready.set()
+                    for uid in self.workers.pleg.uids() - self.workers.known_uids():
+                        self.workers.queue.add(uid)  # orphans: pods gone while we were down
+                if now >= next_lease:
+                    self.node_status.renew_lease()
+                    next_lease = now + lease_every
+                if now >= next_status:
+                    self.node_status.post_status(now=now)
+                    next_status = now + self.config.node_status_update_frequency
+            except (StatusError, ServerUnreachable) as exc:
+                log.warning("kubelet %s: heartbeat: %s", self.name, exc)
+            wait = min(next_static, next_lease, next_status) - time.monotonic()
+            self.stop_event.wait(max(0.05, wait))
+
+    def sync_static_pods(self) -> None:
+        """Read the manifest folder; start new static pods, stop removed ones, and keep
+        a mirror pod in the API for each."""
+        folder = self.config.pod_manifest_path
+        if folder is None:
+            return
+        current = {p["metadata"]["uid"]: p for p in static_pods(folder, self.name)}
+        for uid in set(self._static) - set(current):
+            self.workers.remove(uid)
+            self._delete_mirror(self._static[uid])
+        for uid, pod in current.items():
+            if uid not in self._static:
+                self.workers.upsert(pod, static=True)
+        self._static = current
+        node = self.node_status.node
+        if node is None:
+            return
+        for pod in current.values():
+            self._ensure_mirror(pod, node["metadata"]["uid"])
+
+    def _ensure_mirror(self, pod: Object, node_uid: str) -> None:
+        meta = pod["metadata"]
+        try:
+            found = self.client.get(PODS, meta["name"], meta["namespace"])
+        except StatusError as exc:
+            if exc.code != 404:
+                raise
+            found = None
+        digest = meta["annotations"][MIRROR]
+        if found is not None:
+            if (found["metadata"].get("annotations") or {}).get(MIRROR) == digest:
+                return
+            self.client.delete(PODS, meta["name"], meta["namespace"], grace_period_seconds=0)
+        self.client.create(PODS, mirror_pod(pod, node_uid))
+        log.info("kubelet %s: mirror pod %s/%s created", self.name, meta["namespace"], meta["name"])
+
+    def _delete_mirror(self, pod: Object) -> None:
+        meta = pod["metadata"]
+        try:
+            self.client.delete(PODS, meta["name"], meta["namespace"], grace_period_seconds=0)
+        except StatusError as exc:
+            if exc.code != 404:
+                raise
+
+    def stop(self) -> None:
+        """Stop the kubelet's threads; the pods' containers keep running (as when the
+        kubelet service stops on a node)."""
+        self.stop_event.set()
+        self.workers.queue.shut_down()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+        for t in self.threads:
+            t.join(timeout=10)
+
+
+def _usage(machine: Machine) -> tuple[int, int]:
+    usage = machine.usage()
+    return usage.cpu_usage_ns, usage.memory_working_set

@@ -1,0 +1,933 @@
+"""Pod workers: the seeds' write flows end here. A pod bound to this node (or a static pod
+from the manifest folder) gets a sandbox, its init containers in order, then its app
+containers; its status goes back to the apiserver; on deletion its containers get their
+grace period and the kubelet confirms the deletion.
+
+One worker per pod, in Kubernetes' sense: the pod's uid is a key in a work queue that
+never hands one key to two threads, so a pod's syncs never overlap, while a few threads
+serve all pods. A sync is level-triggered: it compares the pod's spec with what the PLEG
+snapshot says the runtime holds and does the next steps (`_sync`), then writes the
+status if it changed. It is queued again on any change of the pod, of its containers
+(the PLEG), and when something is due: a back-off expiring, a probe, a token refresh.
+
+Restarts follow restartPolicy with the crash-loop back-off (10 s doubling to 5 min, reset
+after a container ran 10 min). A container's restart count is the attempt number in its
+labels, so it survives kubelet restarts; the last dead container of each name is kept
+(for `lastState` and `kubectl logs --previous`), older ones are removed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import hashlib
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml  # type: ignore[import-untyped,unused-ignore]
+
+from agents.kubelet import podspec, probes
+from agents.kubelet.config import KubeletConfig
+from agents.kubelet.events import NORMAL, WARNING, Recorder
+from agents.kubelet.pleg import PLEG, PodSnapshot
+from agents.kubelet.runtime import (
+    CONTAINER_NAME,
+    ContainerConfig,
+    ContainerStatus,
+    ImageNotFound,
+    PodRef,
+    Runtime,
+    RuntimeFailure,
+    SandboxConfig,
+    SandboxStatus,
+    State,
+)
+from agents.kubelet.volumes import MountError, VolumeManager, container_mounts
+from kubelab.api.errors import StatusError
+from kubelab.client import (
+    Preconditions,
+    RestClient,
+    ServerUnreachable,
+    ShutDown,
+    WorkQueue,
+    resource_for,
+)
+from kubelab.client.rest import PatchType
+
+log = logging.getLogger("kubelab.kubelet.pods")
+
+PODS = resource_for("v1", "Pod")
+CONFIGMAPS = resource_for("v1", "ConfigMap")
+SECRETS = resource_for("v1", "Secret")
+PROBE_NAMES = {
+    "startupProbe": "Startup",
+    "livenessProbe": "Liveness",
+    "readinessProbe": "Readiness",
+}
+Object = dict[str, Any]
+MIRROR = "kubernetes.io/config.mirror"
+CONFIG_SOURCE = "kubernetes.io/config.source"
+CONFIG_HASH = "kubernetes.io/config.hash"
+BACKOFF_RESET = 600.0
+"""A container that ran this long without crashing has its back-off reset (10 min)."""
+KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+
+
+def rfc3339(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Backoff:
+    until: float = 0.0
+    delay: float = 0.0
+
+
+@dataclass
+class PodState:
+    """What the kubelet keeps about one pod between syncs."""
+
+    pod: Object | None
+    """The pod as last seen (None: gone from every source; only cleanup is left)."""
+    static: bool = False
+    backoff: dict[str, Backoff] = field(default_factory=dict)
+    waiting: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Container -> (reason, message) while it cannot run (ErrImagePull, ...)."""
+    prober: probes.Prober = field(default_factory=probes.Prober)
+    start_time: float | None = None
+    terminated: bool = False
+    """Every container stopped for good (deleted, or the pod reached Succeeded/Failed)."""
+    last_status: Object | None = None
+    wake_at: float | None = None
+    mount_error: str = ""
+
+
+def _latest(
+    snapshot: PodSnapshot, name: str
+) -> tuple[ContainerStatus | None, list[ContainerStatus]]:
+    """The newest container of that name, and the older ones."""
+    found = sorted(
+        (c for c in snapshot.containers if c.labels.get(CONTAINER_NAME) == name),
+        key=lambda c: (c.attempt, c.created_at),
+    )
+    return (found[-1] if found else None), found[:-1]
+
+
+def _ready_sandbox(snapshot: PodSnapshot) -> SandboxStatus | None:
+    ready = [s for s in snapshot.sandboxes if s.ready]
+    return max(ready, key=lambda s: s.attempt) if ready else None
+
+
+def _restarts(policy: str, exit_code: int | None) -> bool:
+    return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
+
+
+class PodWorkers:
+    """The pods of one node (module docstring)."""
+
+    def __init__(
+        self,
+        config: KubeletConfig,
+        client: RestClient,
+        runtime: Runtime,
+        recorder: Recorder,
+        volumes: VolumeManager | None,
+        allocatable: dict[str, str],
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.runtime = runtime
+        self.recorder = recorder
+        self.volumes = volumes
+        self.allocatable = allocatable
+        self.queue: WorkQueue[str] = WorkQueue()
+        self.pods: dict[str, PodState] = {}
+        self._lock = threading.Lock()
+        self.pleg = PLEG(runtime, self.queue.add, config.relist_period)
+        self.sources_ready = threading.Event()
+        """Set once the API pods and the static pods are known: only then may the
+        kubelet remove containers of pods it does not know (else it would kill pods a
+        restarted kubelet has not read yet)."""
+
+    # -- sources -------------------------------------------------------------------------
+
+    def upsert(self, pod: Object, static: bool = False) -> None:
+        """A pod from a source (API or manifest folder) was added or changed."""
+        if not static and MIRROR in (pod["metadata"].get("annotations") or {}):
+            return  # a mirror pod stands for a static pod the kubelet runs from its file
+        uid = pod["metadata"]["uid"]
+        with self._lock:
+            st = self.pods.get(uid)
+            if st is None:
+                self.pods[uid] = PodState(pod, static=static)
+            else:
+                st.pod = pod
+        self.queue.add(uid)
+
+    def remove(self, uid: str) -> None:
+        """A pod is gone from its source: stop and remove what is left of it."""
+        with self._lock:
+            st = self.pods.get(uid)
+            if st is not None:
+                st.pod = None
+        self.queue.add(uid)
+
+    def known_uids(self) -> set[str]:
+        with self._lock:
+            return set(self.pods)
+
+    # -- workers -------------------------------------------------------------------------
+
+    def run_worker(self) -> None:
+        while True:
+            try:
+                uid = self.queue.get()
+            except ShutDown:
+                return
+            try:
+                self.sync(uid)
+            except (StatusError, ServerUnreachable, RuntimeFailure) as exc:
+                log.warning(
+                    "kubelet %s: syncing pod %s failed: %s", self.config.node_name, uid, exc
+                )
+                self.queue.add_after(uid, 1.0)
+            except Exception:
+                log.exception("kubelet %s: syncing pod %s", self.config.node_name, uid)
+                self.queue.add_after(uid, 5.0)
+            finally:
+                self.queue.done(uid)
+
+    def sync(self, uid: str) -> None:
+        with self._lock:
+            st = self.pods.get(uid)
+        if st is None:
+            if self.sources_ready.is_set():
+                self._remove_orphan(uid)
+            return
+        pod = st.pod
+        if pod is None:
+            self._kill_pod(uid, st, grace=0)
+            self._cleanup(uid)
+            with self._lock:
+                self.pods.pop(uid, None)
+            return
+        if pod["metadata"].get("deletionTimestamp"):
+            self._terminate(uid, st, pod)
+            return
+        st.wake_at = None
+        self._sync(uid, st, pod)
+        self._write_status(uid, st, pod)
+        self._gc_containers(uid, pod)
+        wake = min(
+            (t for t in (st.wake_at, st.prober.next_due(), self._token_due(uid)) if t), default=None
+        )
+        if wake is not None:
+            self.queue.add_after(uid, max(0.0, wake - time.time()))
+        self.queue.add_after(uid, self.config.sync_frequency)
+
+    def _token_due(self, uid: str) -> float | None:
+        return self.volumes.next_refresh(uid) if self.volumes else None
+
+    def _wake(self, st: PodState, at: float) -> None:
+        st.wake_at = at if st.wake_at is None else min(st.wake_at, at)
+
+    # -- one sync --------------------------------------------------------------------------
+
+    def _sync(self, uid: str, st: PodState, pod: Object) -> None:
+        spec = pod.get("spec") or {}
+        policy = spec.get("restartPolicy") or "Always"
+        snap = self.pleg.snapshot(uid)
+        if st.terminated:
+            return
+        if st.start_time is None:
+            st.start_time = time.time()
+        sandbox = _ready_sandbox(snap)
+        if sandbox is None:
+            if self._pod_done(pod, snap, policy):
+                st.terminated = True
+                return
+            sandbox = self._new_sandbox(uid, st, pod, snap)
+            if sandbox is None:
+                return
+            snap = self.pleg.snapshot(uid)
+        try:
+            volumes = (
+                self.volumes.setup(pod, self.config.node_ip, sandbox.ip, self.allocatable)
+                if self.volumes
+                else {}
+            )
+            st.mount_error = ""
+        except MountError as exc:
+            if st.mount_error != str(exc):
+                self.recorder.event(pod, WARNING, "FailedMount", str(exc))
+            st.mount_error = str(exc)
+            self._wake(st, time.time() + 2.0)
+            return
+        # Init containers, in order, each to completion.
+        for c in spec.get("initContainers") or []:
+            latest, _ = _latest(snap, c["name"])
+            if latest is not None and latest.sandbox_id == sandbox.id:
+                if latest.state in (State.RUNNING, State.CREATED):
+                    return
+                if latest.exit_code == 0:
+                    continue
+                if policy == "Never":
+                    st.terminated = True
+                    return
+            self._start(uid, st, pod, c, sandbox, latest, volumes, init=True)
+            return
+        # App containers.
+        for c in spec.get("containers") or []:
+            latest, _ = _latest(snap, c["name"])
+            if latest is not None and latest.sandbox_id == sandbox.id:
+                if latest.state == State.RUNNING:
+                    self._probe(st, pod, c, latest, sandbox)
+                    continue
+                if latest.state == State.CREATED:
+                    continue
+                if not _restarts(policy, latest.exit_code):
+                    continue
+            elif latest is not None and not _restarts(policy, latest.exit_code):
+                continue  # from an older sandbox, done for good
+            self._start(uid, st, pod, c, sandbox, latest, volumes, init=False)
+        if self._pod_done(pod, self.pleg.snapshot(uid), policy):
+            st.terminated = True
+            self.runtime.stop_sandbox(sandbox.id)  # a finished pod holds no sandbox
+
+    def _pod_done(self, pod: Object, snap: PodSnapshot, policy: str) -> bool:
+        """Whether every app container has finished and none will restart."""
+        if policy == "Always":
+            return False
+        containers = (pod.get("spec") or {}).get("containers") or []
+        for c in containers:
+            latest, _ = _latest(snap, c["name"])
+            if latest is None or latest.state != State.EXITED:
+                return False
+            if _restarts(policy, latest.exit_code):
+                return False
+        return bool(containers)
+
+    def _new_sandbox(
+        self, uid: str, st: PodState, pod: Object, snap: PodSnapshot
+    ) -> SandboxStatus | None:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        for c in snap.containers:
+            if c.state == State.RUNNING:
+                self.runtime.stop_container(c.id, 0)
+        for s in snap.sandboxes:
+            self.runtime.stop_sandbox(s.id)
+        ref = PodRef(meta.get("namespace", "default"), meta["name"], uid)
+        d = podspec.dns(pod, self.config.cluster_dns, self.config.cluster_domain)
+        attempt = max((s.attempt + 1 for s in snap.sandboxes), default=0)
+        try:
+            self.runtime.run_sandbox(
+                SandboxConfig(
+                    pod=ref,
+                    attempt=attempt,
+                    hostname=spec.get("hostname") or meta["name"],
+                    labels=ref.labels(),
+                    host_network=bool(spec.get("hostNetwork")),
+                    dns_servers=d.servers,
+                    dns_searches=d.searches,
+                    dns_options=d.options,
+                    cgroup_parent=podspec.cgroup_parent(self.config.cgroup_root, pod),
+                )
+            )
+        except RuntimeFailure as exc:
+            self.recorder.event(
+                pod, WARNING, "FailedCreatePodSandBox", f"Failed to create pod sandbox: {exc}"
+            )
+            self._wake(st, time.time() + 5.0)
+            return None
+        if attempt > 0:
+            self.recorder.event(
+                pod,
+                NORMAL,
+                "SandboxChanged",
+                "Pod sandbox changed, it will be killed and re-created.",
+            )
+        return _ready_sandbox(self.pleg.snapshot(uid, newer_than=time.time()))
+
+    def _ensure_image(self, st: PodState, pod: Object, c: Object) -> bool:
+        """Pull the image as imagePullPolicy says; False (with the waiting reason set)
+        while it is not there."""
+        image, name = c["image"], c["name"]
+        path = f"spec.containers{{{name}}}"
+        policy = podspec.pull_policy(c)
+        present = self.runtime.image_status(image)
+        if present is not None and policy != "Always":
+            self.recorder.event(
+                pod, NORMAL, "Pulled", f'Container image "{image}" already present on machine', path
+            )
+            return True
+        if policy == "Never":
+            message = f'Container image "{image}" is not present with pull policy of Never'
+            st.waiting[name] = ("ErrImageNeverPull", message)
+            self.recorder.event(pod, WARNING, "ErrImageNeverPull", message, path)
+            self._wake(st, time.time() + self.config.image_pull_backoff)
+            return False
+        backoff = st.backoff.setdefault(f"pull:{name}", Backoff())
+        now = time.time()
+        if now < backoff.until:
+            st.waiting[name] = ("ImagePullBackOff", f'Back-off pulling image "{image}"')
+            self.recorder.event(pod, NORMAL, "BackOff", f'Back-off pulling image "{image}"', path)
+            self._wake(st, backoff.until)
+            return False
+        self.recorder.event(pod, NORMAL, "Pulling", f'Pulling image "{image}"', path)
+        began = time.monotonic()
+        try:
+            self.runtime.pull_image(image)
+        except RuntimeFailure as exc:
+            if present is not None:  # Always, and the pull failed: use what is there
+                return True
+            backoff.delay = min(
+                self.config.crash_loop_backoff_cap,
+                backoff.delay * 2 if backoff.delay else self.config.image_pull_backoff,
+            )
+            backoff.until = now + backoff.delay
+            message = f'Failed to pull image "{image}": {exc}'
+            st.waiting[name] = ("ErrImagePull", message)
+            self.recorder.event(pod, WARNING, "Failed", message, path)
+            self._wake(st, backoff.until)
+            return False
+        st.backoff.pop(f"pull:{name}", None)
+        self.recorder.event(
+            pod,
+            NORMAL,
+            "Pulled",
+            f'Successfully pulled image "{image}" in {time.monotonic() - began:.3f}s',
+            path,
+        )
+        return True
+
+    def _start(
+        self,
+        uid: str,
+        st: PodState,
+        pod: Object,
+        c: Object,
+        sandbox: SandboxStatus,
+        latest: ContainerStatus | None,
+        volumes: dict[str, Path],
+        *,
+        init: bool,
+    ) -> None:
+        name = c["name"]
+        path = f"spec.{'initContainers' if init else 'containers'}{{{name}}}"
+        now = time.time()
+        backoff = st.backoff.setdefault(name, Backoff())
+        if latest is not None and latest.state == State.EXITED:
+            ran = (latest.finished_at or now) - (latest.started_at or now)
+            if ran >= BACKOFF_RESET:
+                backoff.delay = 0.0
+            if now < backoff.until:
+                message = (
+                    f"back-off {backoff.delay:g}s restarting failed container={name} "
+                    f"pod={pod['metadata']['name']}_{pod['metadata'].get('namespace')}({uid})"
+                )
+                st.waiting[name] = ("CrashLoopBackOff", message)
+                self.recorder.event(
+                    pod, WARNING, "BackOff", "Back-off restarting failed container", path
+                )
+                self._wake(st, backoff.until)
+                return
+        if not self._ensure_image(st, pod, c):
+            return
+        try:
+            config = self._container_config(pod, c, sandbox, latest, volumes)
+        except (podspec.ConfigError, MountError) as exc:
+            st.waiting[name] = ("CreateContainerConfigError", str(exc))
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", path)
+            self._wake(st, now + 2.0)
+            return
+        try:
+            cid = self.runtime.create_container(sandbox.id, config)
+            self.recorder.event(pod, NORMAL, "Created", f"Created container {name}", path)
+            self.runtime.start_container(cid)
+        except ImageNotFound as exc:
+            st.waiting[name] = ("ErrImagePull", str(exc))
+            self._wake(st, now + self.config.image_pull_backoff)
+            return
+        except RuntimeFailure as exc:
+            st.waiting[name] = ("RunContainerError", str(exc))
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", path)
+            self._wake(st, now + 2.0)
+            return
+        st.waiting.pop(name, None)
+        st.prober.forget(name)
+        if latest is not None:
+            # The next crash waits twice as long (10 s, 20 s, ... 5 min).
+            backoff.delay = min(
+                self.config.crash_loop_backoff_cap,
+                backoff.delay * 2 if backoff.delay else self.config.crash_loop_backoff,
+            )
+        else:
+            backoff.delay = self.config.crash_loop_backoff
+        backoff.until = 0.0
+        self.recorder.event(pod, NORMAL, "Started", f"Started container {name}", path)
+
+    def note_exit(self, st: PodState, name: str, finished_at: float) -> None:
+        backoff = st.backoff.setdefault(name, Backoff(delay=self.config.crash_loop_backoff))
+        backoff.until = max(backoff.until, finished_at + backoff.delay)
+
+    def _container_config(
+        self,
+        pod: Object,
+        c: Object,
+        sandbox: SandboxStatus,
+        latest: ContainerStatus | None,
+        volumes: dict[str, Path],
+    ) -> ContainerConfig:
+        meta = pod["metadata"]
+        ref = PodRef(meta.get("namespace", "default"), meta["name"], meta["uid"])
+        env = podspec.environment(
+            pod,
+            c,
+            self._lookup,
+            host_ip=self.config.node_ip,
+            pod_ip=sandbox.ip,
+            allocatable=self.allocatable,
+        )
+        command, args = podspec.command_line(c, dict(env))
+        sec = podspec.security(pod, c)
+        mounts = container_mounts(c, volumes, pod) if self.volumes else []
+        return ContainerConfig(
+            name=c["name"],
+            attempt=latest.attempt + 1 if latest is not None else 0,
+            image=c["image"],
+            labels={**ref.labels(), CONTAINER_NAME: c["name"]},
+            command=command,
+            args=args,
+            env=tuple(env),
+            working_dir=c.get("workingDir", ""),
+            mounts=tuple(mounts),
+            user=sec.user,
+            cap_add=sec.cap_add,
+            cap_drop=sec.cap_drop,
+            read_only_rootfs=sec.read_only_rootfs,
+            tty=bool(c.get("tty")),
+            stdin=bool(c.get("stdin")),
+            resources=podspec.resources(c),
+            cgroup_parent=podspec.cgroup_parent(self.config.cgroup_root, pod),
+        )
+
+    def _lookup(self, kind: str, namespace: str, name: str) -> Object | None:
+        try:
+            return self.client.get(
+                resource_for("v1", "ConfigMap" if kind == "configmaps" else "Secret"),
+                name,
+                namespace,
+            )
+        except StatusError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    def _probe(
+        self, st: PodState, pod: Object, c: Object, running: ContainerStatus, sandbox: SandboxStatus
+    ) -> None:
+        now = time.time()
+        for kind, probe in st.prober.due(c, running.id, running.started_at or now, now):
+            ok, why = probes.run_handler(
+                probe,
+                self.runtime,
+                running.id,
+                c,
+                sandbox.ip,
+                float(probe.get("timeoutSeconds", 1)),
+            )
+            what = {
+                "startupProbe": "Startup",
+                "livenessProbe": "Liveness",
+                "readinessProbe": "Readiness",
+            }[kind]
+            path = f"spec.containers{{{c['name']}}}"
+            if not ok:
+                self.recorder.event(pod, WARNING, "Unhealthy", f"{what} probe failed: {why}", path)
+            if st.prober.record(c["name"], kind, probe, ok, time.time()):
+                self.recorder.event(
+                    pod,
+                    NORMAL,
+                    "Killing",
+                    f"Container {c['name']} failed {what.lower()} probe, will be restarted",
+                    path,
+                )
+                grace = probe.get("terminationGracePeriodSeconds") or (pod.get("spec") or {}).get(
+                    "terminationGracePeriodSeconds", 30
+                )
+                self._stop_container(pod, c, running.id, float(grace))
+                st.prober.forget(c["name"])
+                self.queue.add(pod["metadata"]["uid"])
+                return
+
+    # -- termination -------------------------------------------------------------------
+
+    def _stop_container(self, pod: Object, c: Object | None, cid: str, grace: float) -> None:
+        """preStop (within the grace period), then SIGTERM, then SIGKILL at the end."""
+        deadline = time.monotonic() + grace
+        pre_stop = ((c or {}).get("lifecycle") or {}).get("preStop")
+        if pre_stop:
+            ok, why = probes.run_handler(pre_stop, self.runtime, cid, c or {}, "", grace)
+            if not ok:
+                self.recorder.event(pod, WARNING, "FailedPreStopHook", f"PreStopHook failed: {why}")
+        try:
+            self.runtime.stop_container(cid, max(0.0, deadline - time.monotonic()))
+        except RuntimeFailure as exc:
+            log.warning("kubelet: stopping container %s: %s", cid[:12], exc)
+
+    def _kill_pod(self, uid: str, st: PodState, grace: float) -> None:
+        """Stop every running container of the pod at once (each with the grace period),
+        then its sandbox."""
+        snap = self.pleg.snapshot(uid, newer_than=time.time())
+        pod = st.pod
+        spec = (pod or {}).get("spec") or {}
+        by_name = {
+            c["name"]: c
+            for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+        }
+        running = [c for c in snap.containers if c.state == State.RUNNING]
+        if running:
+            with concurrent.futures.ThreadPoolExecutor(len(running)) as pool:
+                for c in running:
+                    name = c.labels.get(CONTAINER_NAME, "")
+                    if pod is not None:
+                        self.recorder.event(
+                            pod,
+                            NORMAL,
+                            "Killing",
+                            f"Stopping container {name}",
+                            f"spec.containers{{{name}}}",
+                        )
+                    pool.submit(self._stop_container, pod or {}, by_name.get(name), c.id, grace)
+        for s in snap.sandboxes:
+            if s.ready:
+                self.runtime.stop_sandbox(s.id)
+
+    def _terminate(self, uid: str, st: PodState, pod: Object) -> None:
+        """The pod is being deleted: stop it within its grace period, report the final
+        status, then confirm the deletion (grace 0, for this uid only)."""
+        meta = pod["metadata"]
+        grace = meta.get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        self._kill_pod(uid, st, float(grace))
+        st.terminated = True
+        self._write_status(uid, st, pod)
+        if st.static:
+            return
+        try:
+            self.client.delete(
+                PODS,
+                meta["name"],
+                meta.get("namespace", "default"),
+                grace_period_seconds=0,
+                preconditions=Preconditions(uid=uid),
+            )
+            log.info(
+                "kubelet %s: pod %s/%s (uid %s) stopped and deleted",
+                self.config.node_name,
+                meta.get("namespace"),
+                meta["name"],
+                uid,
+            )
+        except StatusError as exc:
+            if exc.code not in (404, 409):
+                raise
+
+    def _cleanup(self, uid: str) -> None:
+        snap = self.pleg.snapshot(uid, newer_than=time.time())
+        for c in snap.containers:
+            self.runtime.remove_container(c.id)
+        for s in snap.sandboxes:
+            self.runtime.remove_sandbox(s.id)
+        if self.volumes:
+            self.volumes.teardown(uid)
+
+    def _remove_orphan(self, uid: str) -> None:
+        """Containers of a pod no source knows (deleted while the kubelet was down)."""
+        snap = self.pleg.snapshot(uid)
+        if not snap.containers and not snap.sandboxes:
+            return
+        log.info(
+            "kubelet %s: removing containers of unknown pod uid %s", self.config.node_name, uid
+        )
+        for c in snap.containers:
+            if c.state == State.RUNNING:
+                self.runtime.stop_container(c.id, 2)
+        self._cleanup(uid)
+
+    def _gc_containers(self, uid: str, pod: Object) -> None:
+        """Keep the newest container of each name and the one before it (lastState,
+        `logs --previous`); remove older dead ones."""
+        snap = self.pleg.snapshot(uid)
+        names = {c.labels.get(CONTAINER_NAME, "") for c in snap.containers}
+        for name in names:
+            _, older = _latest(snap, name)
+            for c in older[:-1]:
+                if c.state == State.EXITED:
+                    self.runtime.remove_container(c.id)
+        ready = _ready_sandbox(snap)
+        for s in snap.sandboxes:
+            if (
+                ready is not None
+                and s.id != ready.id
+                and not any(c.sandbox_id == s.id for c in snap.containers)
+            ):
+                self.runtime.remove_sandbox(s.id)
+
+    # -- status --------------------------------------------------------------------------
+
+    def _container_status(self, st: PodState, c: Object, snap: PodSnapshot, init: bool) -> Object:
+        name = c["name"]
+        latest, older = _latest(snap, name)
+        out: Object = {
+            "name": name,
+            "image": c["image"],
+            "imageID": "",
+            "ready": False,
+            "restartCount": latest.attempt if latest else 0,
+            "started": False,
+            "state": {
+                "waiting": {"reason": "PodInitializing" if not init else "ContainerCreating"}
+            },
+            "lastState": {},
+        }
+        if latest is not None:
+            out["imageID"] = latest.image_id
+            out["containerID"] = f"{self.runtime.name}://{latest.id}"
+            if latest.state == State.RUNNING:
+                out["state"] = {"running": {"startedAt": rfc3339(latest.started_at)}}
+                if older:
+                    prev = older[-1]
+                    out["lastState"] = {
+                        "terminated": _terminated(prev, f"{self.runtime.name}://{prev.id}")
+                    }
+                out["started"] = st.prober.started(c, latest.id)
+                out["ready"] = not init and st.prober.ready(c, latest.id)
+            elif latest.state == State.EXITED:
+                term = _terminated(latest, f"{self.runtime.name}://{latest.id}")
+                if name in st.waiting:
+                    out["state"] = {"waiting": _waiting(st.waiting[name])}
+                    out["lastState"] = {"terminated": term}
+                else:
+                    out["state"] = {"terminated": term}
+                    if older:
+                        prev = older[-1]
+                        out["lastState"] = {
+                            "terminated": _terminated(prev, f"{self.runtime.name}://{prev.id}")
+                        }
+                if init and latest.exit_code == 0:
+                    out["ready"] = True
+            else:
+                out["state"] = {"waiting": {"reason": "ContainerCreating"}}
+        elif name in st.waiting:
+            out["state"] = {"waiting": _waiting(st.waiting[name])}
+        else:
+            out["state"] = {"waiting": {"reason": "ContainerCreating"}}
+        return out
+
+    def compute_status(self, uid: str, st: PodState, pod: Object) -> Object:
+        spec = pod.get("spec") or {}
+        policy = spec.get("restartPolicy") or "Always"
+        snap = self.pleg.snapshot(uid)
+        sandbox = _ready_sandbox(snap)
+        inits = [
+            self._container_status(st, c, snap, True) for c in spec.get("initContainers") or []
+        ]
+        apps = [self._container_status(st, c, snap, False) for c in spec.get("containers") or []]
+        init_done = all(
+            "terminated" in s["state"] and s["state"]["terminated"].get("exitCode") == 0
+            for s in inits
+        )
+        init_failed = (
+            any(
+                "terminated" in s["state"] and s["state"]["terminated"].get("exitCode") != 0
+                for s in inits
+            )
+            and policy == "Never"
+        )
+        for s in apps:
+            if not init_done and s["state"].get("waiting", {}).get("reason") == "ContainerCreating":
+                s["state"] = {"waiting": {"reason": "PodInitializing"}}
+        running = [s for s in apps if "running" in s["state"]]
+        terminated = [s for s in apps if "terminated" in s["state"]]
+        if init_failed:
+            phase = "Failed"
+        elif apps and len(terminated) == len(apps) and (policy != "Always" or st.terminated):
+            failed = any(s["state"]["terminated"].get("exitCode") != 0 for s in terminated)
+            phase = "Failed" if failed else "Succeeded"
+        elif (
+            running
+            or (init_done and any(s["restartCount"] or s["lastState"] for s in apps))
+            or (terminated and policy == "Always")
+        ):
+            phase = "Running"
+        else:
+            phase = "Pending"
+        if (
+            st.terminated
+            and phase in ("Running", "Pending")
+            and pod["metadata"].get("deletionTimestamp")
+        ):
+            phase = (pod.get("status") or {}).get("phase") or phase
+        containers_ready = bool(apps) and all(s["ready"] for s in apps)
+        now = rfc3339(time.time())
+        previous = {c["type"]: c for c in (pod.get("status") or {}).get("conditions") or []}
+
+        def condition(kind: str, ok: bool, reason: str = "") -> Object:
+            status = "True" if ok else "False"
+            old = previous.get(kind)
+            since = old.get("lastTransitionTime") if old and old.get("status") == status else now
+            out: Object = {
+                "type": kind,
+                "status": status,
+                "lastProbeTime": None,
+                "lastTransitionTime": since,
+            }
+            if reason and not ok:
+                out["reason"] = reason
+            return out
+
+        not_ready = "PodCompleted" if phase in ("Succeeded", "Failed") else "ContainersNotReady"
+        conditions = [
+            condition("PodReadyToStartContainers", sandbox is not None),
+            condition("Initialized", init_done, "ContainersNotInitialized"),
+            condition("ContainersReady", containers_ready and phase == "Running", not_ready),
+            condition("Ready", containers_ready and phase == "Running", not_ready),
+        ]
+        conditions += [c for k, c in previous.items() if k not in KUBELET_CONDITIONS]
+        ip = sandbox.ip if sandbox is not None else ((pod.get("status") or {}).get("podIP") or "")
+        status: Object = {
+            "phase": phase,
+            "conditions": conditions,
+            "hostIP": self.config.node_ip,
+            "hostIPs": [{"ip": self.config.node_ip}] if self.config.node_ip else [],
+            "startTime": rfc3339(st.start_time),
+            "containerStatuses": apps,
+            "qosClass": podspec.qos_class(pod),
+        }
+        if inits:
+            status["initContainerStatuses"] = inits
+        if ip:
+            status["podIP"] = ip
+            status["podIPs"] = [{"ip": ip}]
+        return status
+
+    def _write_status(self, uid: str, st: PodState, pod: Object) -> None:
+        status = self.compute_status(uid, st, pod)
+        for name, s in (
+            (s["name"], s)
+            for s in status["containerStatuses"] + status.get("initContainerStatuses", [])
+        ):
+            term = s["state"].get("terminated") or (s["lastState"] or {}).get("terminated")
+            if term and term.get("finishedAt"):
+                fin = datetime.datetime.fromisoformat(term["finishedAt"].replace("Z", "+00:00"))
+                self.note_exit(st, name, fin.timestamp())
+        comparable = json.dumps(status, sort_keys=True)
+        if st.last_status is not None and st.last_status.get("_json") == comparable:
+            return
+        meta = pod["metadata"]
+        target = meta["name"]
+        try:
+            self.client.patch(
+                PODS,
+                target,
+                {"status": status},
+                meta.get("namespace", "default"),
+                patch_type=PatchType.MERGE,
+                subresource="status",
+            )
+        except StatusError as exc:
+            if exc.code in (404, 409):
+                return
+            raise
+        st.last_status = {"_json": comparable}
+
+
+def _waiting(reason_message: tuple[str, str]) -> Object:
+    reason, message = reason_message
+    return {"reason": reason, "message": message} if message else {"reason": reason}
+
+
+def _terminated(c: ContainerStatus, container_id: str) -> Object:
+    out: Object = {
+        "exitCode": c.exit_code if c.exit_code is not None else 0,
+        "reason": c.reason or ("Completed" if c.exit_code == 0 else "Error"),
+        "startedAt": rfc3339(c.started_at),
+        "finishedAt": rfc3339(c.finished_at),
+        "containerID": container_id,
+    }
+    if c.message:
+        out["message"] = c.message
+    return out
+
+
+# -- static pods ---------------------------------------------------------------------------
+
+
+def static_pods(folder: Path, node: str) -> list[Object]:
+    """The pods of the manifest folder (YAML or JSON, one pod a file), named
+    `<name>-<node>`, bound to this node, with a uid from their content: a changed file is
+    a new pod, as the kubelet's file source does."""
+    out: list[Object] = []
+    if not folder.is_dir():
+        return out
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        try:
+            pod = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            log.warning("kubelet %s: static pod %s unreadable: %s", node, path, exc)
+            continue
+        if not isinstance(pod, dict) or pod.get("kind") != "Pod":
+            log.warning("kubelet %s: %s is not a Pod manifest; skipped", node, path)
+            continue
+        digest = hashlib.md5(
+            (json.dumps(pod, sort_keys=True) + node + str(path)).encode(), usedforsecurity=False
+        ).hexdigest()
+        meta = pod.setdefault("metadata", {})
+        meta["name"] = f"{meta.get('name', path.stem)}-{node}"
+        meta.setdefault("namespace", "default")
+        meta["uid"] = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+        annotations = meta.setdefault("annotations", {})
+        annotations.update({CONFIG_SOURCE: "file", CONFIG_HASH: digest, MIRROR: digest})
+        spec = pod.setdefault("spec", {})
+        spec["nodeName"] = node
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("tolerations", [{"operator": "Exists", "effect": "NoExecute"}])
+        out.append(pod)
+    return out
+
+
+def mirror_pod(pod: Object, node_uid: str) -> Object:
+    """The API's copy of a static pod, owned by the Node."""
+    meta = pod["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": meta.get("labels") or {},
+            "annotations": meta["annotations"],
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "name": pod["spec"]["nodeName"],
+                    "uid": node_uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": pod["spec"],
+    }

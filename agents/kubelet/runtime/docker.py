@@ -1,0 +1,521 @@
+"""`DockerRuntime`: the kubelet's runtime on a Docker Engine (the node's own dockerd), through
+the `docker` SDK. The seeds' write flows end here: a pod bound to the node becomes a
+pause container holding the network namespace and app containers joined to it.
+
+Mapping (dockershim's, so that `docker ps` inside a node reads as it did on Kubernetes
+before 1.24):
+
+* names `<prefix>_POD_<pod>_<ns>_<uid>_<attempt>` for sandboxes and
+  `<prefix>_<container>_<pod>_<ns>_<uid>_<attempt>` for containers (prefix `k8s`; tests
+  on a shared engine use a run-specific one);
+* the sandbox is the pause image on the pod network: a Docker bridge network in the
+  node's podCIDR (`ensure_network`), so Docker's IPAM hands out the pod IP; `none` and
+  `host` are the other choices (`--pod-network`);
+* containers join the sandbox's network and IPC namespaces (`container:<sandbox>`), and
+  so share its hostname, hosts file and resolv.conf (the pod's DNS settings); CPU
+  shares/quota and memory limit under the pod's cgroup parent (`kubepods/...`, cgroupfs);
+* `securityContext.privileged` cannot be honoured: `--privileged` fails on this machine
+  (CAP_SYS_RESOURCE is outside the bounding set), so the kubelet asks for every
+  capability instead (`cap_add=ALL`) and logs that it did.
+
+Inspections of exited containers are cached by id (an exited container never changes),
+so a relist costs one list call plus one inspect per live container.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import datetime
+import ipaddress
+import logging
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import docker
+import docker.errors
+
+from agents.kubelet.runtime import (
+    NODE,
+    POD_NAME,
+    POD_NAMESPACE,
+    POD_UID,
+    ContainerConfig,
+    ContainerStatus,
+    Event,
+    ExecResult,
+    ImageInfo,
+    ImageNotFound,
+    NotFound,
+    PodRef,
+    RuntimeFailure,
+    SandboxConfig,
+    SandboxStatus,
+    State,
+    Usage,
+)
+
+log = logging.getLogger("kubelab.kubelet.docker")
+
+TYPE_LABEL = "io.kubernetes.docker.type"
+ATTEMPT_LABEL = "io.kubernetes.attempt"
+DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
+
+
+def _time(value: str | None) -> float | None:
+    """Docker's RFC 3339 time (nanoseconds, or year 1 for "never") as epoch seconds."""
+    if not value or value.startswith("0001-"):
+        return None
+    head, _, frac = value.rstrip("Z").partition(".")
+    stamp = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC).timestamp()
+    return stamp + (float("0." + frac[:9]) if frac else 0.0)
+
+
+def _failure(exc: docker.errors.APIError, what: str) -> RuntimeFailure:
+    if isinstance(exc, docker.errors.NotFound):
+        return NotFound(f"{what}: {exc.explanation or exc}")
+    return RuntimeFailure(f"{what}: {exc.explanation or exc}")
+
+
+class _DockerExec:
+    """An interactive exec over the engine's hijacked connection (an `ExecSession`)."""
+
+    def __init__(self, api: docker.APIClient, exec_id: str, sock: socket.socket, tty: bool):
+        self._api, self._id, self._sock, self._tty = api, exec_id, sock, tty
+
+    def _recv_exact(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))
+            if not chunk:
+                return b""
+            data += chunk
+        return data
+
+    def read(self) -> tuple[int, bytes]:
+        if self._tty:
+            data = self._sock.recv(32 * 1024)
+            return (1, data) if data else (0, b"")
+        header = self._recv_exact(8)  # stream, 3 zero bytes, big-endian length
+        if not header:
+            return 0, b""
+        stream, length = struct.unpack(">BxxxL", header)
+        return (2 if stream == 2 else 1), self._recv_exact(length)
+
+    def write(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def close_stdin(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_WR)
+
+    def resize(self, width: int, height: int) -> None:
+        with contextlib.suppress(docker.errors.APIError):
+            self._api.exec_resize(self._id, height=height, width=width)
+
+    def exit_code(self) -> int:
+        for _ in range(50):  # the exit code lands a moment after the stream ends
+            info = self._api.exec_inspect(self._id)
+            if not info.get("Running"):
+                return int(info.get("ExitCode") or 0)
+            time.sleep(0.02)
+        return -1
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+class DockerRuntime:
+    """A `Runtime` on the Docker Engine at `base_url` (module docstring)."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        node: str,
+        *,
+        base_url: str | None = None,
+        pause_image: str = DEFAULT_PAUSE_IMAGE,
+        network: str = "none",
+        name_prefix: str = "k8s",
+    ) -> None:
+        self.node = node
+        self.pause_image = pause_image
+        self.network = network
+        self.prefix = name_prefix
+        self.client = (
+            docker.DockerClient(base_url=base_url, timeout=120)
+            if base_url
+            else docker.from_env(timeout=120)
+        )
+        self.api: docker.APIClient = self.client.api
+        self._exited: dict[str, ContainerStatus] = {}
+        self._lock = threading.Lock()
+        self._execs = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="exec")
+
+    def version(self) -> str:
+        return str(self.api.version()["Version"])
+
+    def ensure_network(self, name: str, subnet: str) -> None:
+        """A bridge network `name` in `subnet` (the node's podCIDR), the pods' network: the
+        gateway is the subnet's first address, and no masquerading (pods reach each other
+        across nodes by plain routes; the node's network agent masquerades the rest)."""
+        try:
+            found = self.api.inspect_network(name)
+        except docker.errors.NotFound:
+            found = None
+        if found is not None:
+            configs = (found.get("IPAM") or {}).get("Config") or []
+            if not any(c.get("Subnet") == subnet for c in configs):
+                raise RuntimeFailure(
+                    f"docker network {name} exists with {configs}, not the podCIDR {subnet}: "
+                    f"remove it (docker network rm {name}) and restart the kubelet"
+                )
+            return
+        net = ipaddress.ip_network(subnet)
+        pool = docker.types.IPAMPool(subnet=subnet, gateway=str(net.network_address + 1))
+        self.api.create_network(
+            name,
+            driver="bridge",
+            ipam=docker.types.IPAMConfig(pool_configs=[pool]),
+            options={
+                "com.docker.network.bridge.enable_ip_masquerade": "false",
+                "com.docker.network.bridge.name": "cbr0",
+            },
+            labels={NODE: self.node},
+        )
+        log.info("kubelet %s: created pod network %s in %s", self.node, name, subnet)
+
+    # -- sandboxes -----------------------------------------------------------------------
+
+    def _name(self, what: str, pod: PodRef, attempt: int) -> str:
+        return f"{self.prefix}_{what}_{pod.name}_{pod.namespace}_{pod.uid}_{attempt}"
+
+    def run_sandbox(self, config: SandboxConfig) -> str:
+        self._ensure_image(self.pause_image)
+        labels = {
+            **config.labels,
+            NODE: self.node,
+            TYPE_LABEL: "podsandbox",
+            ATTEMPT_LABEL: str(config.attempt),
+        }
+        network_mode = "host" if config.host_network else self.network
+        host_config = self.api.create_host_config(
+            network_mode=network_mode,
+            ipc_mode="shareable",
+            dns=list(config.dns_servers) or None,
+            dns_search=list(config.dns_searches) or None,
+            dns_opt=list(config.dns_options) or None,
+            cgroup_parent=config.cgroup_parent or None,
+            init=False,
+        )
+        name = self._name("POD", config.pod, config.attempt)
+        try:
+            created = self.api.create_container(
+                self.pause_image,
+                name=name,
+                hostname=None if config.host_network else config.hostname[:63],
+                labels=labels,
+                host_config=host_config,
+            )
+            self.api.start(created["Id"])
+        except docker.errors.APIError as exc:
+            raise _failure(exc, f"starting sandbox {name}") from None
+        return str(created["Id"])
+
+    def stop_sandbox(self, sandbox_id: str) -> None:
+        try:
+            self.api.stop(sandbox_id, timeout=2)
+        except docker.errors.APIError as exc:
+            raise _failure(exc, f"stopping sandbox {sandbox_id[:12]}") from None
+
+    def remove_sandbox(self, sandbox_id: str) -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            self.api.remove_container(sandbox_id, force=True, v=True)
+
+    def _listed(self, kind: str) -> list[dict[str, Any]]:
+        try:
+            found: list[dict[str, Any]] = self.api.containers(
+                all=True, filters={"label": [f"{NODE}={self.node}", f"{TYPE_LABEL}={kind}"]}
+            )
+        except docker.errors.APIError as exc:
+            raise _failure(exc, "listing containers") from None
+        return found
+
+    def _inspect(self, container_id: str) -> dict[str, Any] | None:
+        try:
+            info: dict[str, Any] = self.api.inspect_container(container_id)
+        except docker.errors.NotFound:
+            return None
+        return info
+
+    def list_sandboxes(self) -> list[SandboxStatus]:
+        out = []
+        for entry in self._listed("podsandbox"):
+            info = self._inspect(entry["Id"])
+            if info is None:
+                continue
+            labels = info["Config"]["Labels"] or {}
+            networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
+            ip = next((n.get("IPAddress") for n in networks.values() if n.get("IPAddress")), "")
+            out.append(
+                SandboxStatus(
+                    id=info["Id"],
+                    pod=PodRef(labels[POD_NAMESPACE], labels[POD_NAME], labels[POD_UID]),
+                    attempt=int(labels.get(ATTEMPT_LABEL, 0)),
+                    ready=bool(info["State"].get("Running")),
+                    ip=ip or "",
+                    created_at=_time(info.get("Created")) or 0.0,
+                    labels=labels,
+                )
+            )
+        return out
+
+    # -- containers ----------------------------------------------------------------------
+
+    def create_container(self, sandbox_id: str, config: ContainerConfig) -> str:
+        sandbox = self._inspect(sandbox_id)
+        if sandbox is None:
+            raise NotFound(f"no sandbox {sandbox_id[:12]}")
+        slabels = sandbox["Config"]["Labels"]
+        pod = PodRef(slabels[POD_NAMESPACE], slabels[POD_NAME], slabels[POD_UID])
+        r = config.resources
+        host_config = self.api.create_host_config(
+            network_mode=f"container:{sandbox_id}",
+            ipc_mode=f"container:{sandbox_id}",
+            binds=[
+                f"{m.host_path}:{m.container_path}:{'ro' if m.read_only else 'rw'}"
+                for m in config.mounts
+            ],
+            tmpfs=dict.fromkeys(config.tmpfs, "") or None,
+            cap_add=list(config.cap_add) or None,
+            cap_drop=list(config.cap_drop) or None,
+            read_only=config.read_only_rootfs,
+            cpu_shares=r.cpu_shares,
+            cpu_quota=r.cpu_quota or None,
+            cpu_period=r.cpu_period if r.cpu_quota else None,
+            mem_limit=r.memory_limit or None,
+            memswap_limit=r.memory_limit or None,
+            cgroup_parent=config.cgroup_parent or None,
+        )
+        labels = {
+            **config.labels,
+            NODE: self.node,
+            TYPE_LABEL: "container",
+            ATTEMPT_LABEL: str(config.attempt),
+            "io.kubernetes.sandbox.id": sandbox_id,
+        }
+        name = self._name(config.name, pod, config.attempt)
+        try:
+            created = self.api.create_container(
+                config.image,
+                name=name,
+                entrypoint=list(config.command) or None,
+                command=list(config.args) or None,
+                environment=[f"{k}={v}" for k, v in config.env],
+                working_dir=config.working_dir or None,
+                user=config.user or None,
+                tty=config.tty,
+                stdin_open=config.stdin,
+                labels=labels,
+                host_config=host_config,
+            )
+        except docker.errors.ImageNotFound as exc:
+            raise ImageNotFound(f"creating {name}: {exc.explanation or exc}") from None
+        except docker.errors.APIError as exc:
+            raise _failure(exc, f"creating container {name}") from None
+        return str(created["Id"])
+
+    def start_container(self, container_id: str) -> None:
+        try:
+            self.api.start(container_id)
+        except docker.errors.APIError as exc:
+            raise _failure(exc, f"starting container {container_id[:12]}") from None
+
+    def stop_container(self, container_id: str, timeout: float) -> None:
+        try:
+            self.api.stop(container_id, timeout=max(0, round(timeout)))
+        except docker.errors.APIError as exc:
+            raise _failure(exc, f"stopping container {container_id[:12]}") from None
+
+    def remove_container(self, container_id: str) -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            self.api.remove_container(container_id, force=True, v=True)
+        with self._lock:
+            self._exited.pop(container_id, None)
+
+    def _status(self, info: dict[str, Any]) -> ContainerStatus:
+        state = info["State"]
+        labels = info["Config"]["Labels"] or {}
+        status = str(state.get("Status", ""))
+        exit_code = state.get("ExitCode")
+        if status == "running":
+            st, reason = State.RUNNING, ""
+        elif status == "created":
+            st, reason = State.CREATED, ""
+        elif status in ("exited", "dead"):
+            st = State.EXITED
+            if state.get("OOMKilled"):
+                reason = "OOMKilled"
+            else:
+                reason = "Completed" if exit_code == 0 else "Error"
+        else:
+            st, reason = State.UNKNOWN, ""
+        return ContainerStatus(
+            id=info["Id"],
+            sandbox_id=labels.get("io.kubernetes.sandbox.id", ""),
+            name=labels.get("io.kubernetes.container.name", ""),
+            attempt=int(labels.get(ATTEMPT_LABEL, 0)),
+            image=info["Config"]["Image"],
+            image_id=f"docker://{info['Image']}",
+            state=st,
+            labels=labels,
+            created_at=_time(info.get("Created")) or 0.0,
+            started_at=_time(state.get("StartedAt")),
+            finished_at=_time(state.get("FinishedAt")) if st == State.EXITED else None,
+            exit_code=exit_code if st == State.EXITED else None,
+            reason=reason,
+            message=str(state.get("Error") or ""),
+        )
+
+    def list_containers(self) -> list[ContainerStatus]:
+        out = []
+        for entry in self._listed("container"):
+            cid = entry["Id"]
+            with self._lock:
+                cached = self._exited.get(cid)
+            if cached is not None:
+                out.append(cached)
+                continue
+            info = self._inspect(cid)
+            if info is None:
+                continue
+            status = self._status(info)
+            if status.state == State.EXITED:
+                with self._lock:
+                    self._exited[cid] = status
+            out.append(status)
+        return out
+
+    # -- images --------------------------------------------------------------------------
+
+    def image_status(self, image: str) -> ImageInfo | None:
+        try:
+            info = self.client.images.get(image).attrs
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as exc:
+            raise _failure(exc, f"inspecting image {image}") from None
+        return ImageInfo(image, str(info["Id"]), int(info.get("Size") or 0))
+
+    def _ensure_image(self, image: str) -> None:
+        if self.image_status(image) is None:
+            self.pull_image(image)
+
+    def pull_image(self, image: str) -> ImageInfo:
+        repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+        try:
+            self.api.pull(repo, tag=tag or "latest")
+        except docker.errors.APIError as exc:
+            raise ImageNotFound(f"pulling {image}: {exc.explanation or exc}") from None
+        found = self.image_status(image)
+        if found is None:
+            raise ImageNotFound(f"pulled {image}, but the engine does not show it")
+        return found
+
+    # -- logs, exec, stats, events -------------------------------------------------------
+
+    def logs(
+        self,
+        container_id: str,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+        since: float | None = None,
+        timestamps: bool = False,
+    ) -> Iterator[bytes]:
+        kwargs: dict[str, Any] = {
+            "stdout": True,
+            "stderr": True,
+            "timestamps": timestamps,
+            "tail": "all" if tail is None else tail,
+        }
+        if since is not None:
+            kwargs["since"] = since
+        try:
+            if follow:
+                chunks: Iterator[bytes] = self.api.logs(
+                    container_id, stream=True, follow=True, **kwargs
+                )
+                return chunks
+            whole: bytes = self.api.logs(container_id, stream=False, **kwargs)
+        except docker.errors.APIError as exc:
+            raise _failure(exc, f"logs of {container_id[:12]}") from None
+        return iter([whole] if whole else [])
+
+    def exec_sync(self, container_id: str, command: list[str], timeout: float) -> ExecResult:
+        def run() -> ExecResult:
+            made = self.api.exec_create(container_id, command, stdout=True, stderr=True)
+            output: bytes = self.api.exec_start(made["Id"])
+            code = self.api.exec_inspect(made["Id"]).get("ExitCode")
+            return ExecResult(int(code if code is not None else -1), output)
+
+        future = self._execs.submit(run)
+        try:
+            return future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"command timed out after {timeout:g}s") from None
+        except docker.errors.APIError as exc:
+            raise _failure(exc, f"exec in {container_id[:12]}") from None
+
+    def exec_stream(
+        self, container_id: str, command: list[str], *, tty: bool, stdin: bool
+    ) -> _DockerExec:
+        try:
+            made = self.api.exec_create(
+                container_id, command, stdout=True, stderr=True, stdin=stdin, tty=tty
+            )
+            sock = self.api.exec_start(made["Id"], tty=tty, socket=True)
+        except docker.errors.APIError as exc:
+            raise _failure(exc, f"exec in {container_id[:12]}") from None
+        # The SDK wraps the hijacked socket in a SocketIO; the session reads frames itself.
+        raw = getattr(sock, "_sock", None)
+        if not isinstance(raw, socket.socket):
+            raise RuntimeFailure(f"exec in {container_id[:12]}: the engine gave no socket")
+        raw.settimeout(None)
+        return _DockerExec(self.api, made["Id"], raw, tty)
+
+    def stats(self, container_id: str) -> Usage | None:
+        try:
+            s = self.api.stats(container_id, stream=False, one_shot=True)
+        except docker.errors.APIError:
+            return None
+        cpu = ((s.get("cpu_stats") or {}).get("cpu_usage") or {}).get("total_usage")
+        mem = s.get("memory_stats") or {}
+        if cpu is None or "usage" not in mem:
+            return None
+        usage = int(mem["usage"])
+        inactive = int((mem.get("stats") or {}).get("total_inactive_file", 0))
+        return Usage(int(cpu), max(0, usage - inactive), usage, time.time())
+
+    def events(self, stop_after: float) -> Iterator[Event]:
+        now = time.time()
+        stream = self.client.events(
+            since=int(now),
+            until=int(now + stop_after),
+            decode=True,
+            filters={"type": "container", "label": f"{NODE}={self.node}"},
+        )
+        try:
+            for raw in stream:
+                attrs = (raw.get("Actor") or {}).get("Attributes") or {}
+                yield Event(str(raw.get("id", "")), attrs.get(POD_UID, ""), str(raw.get("status")))
+        except docker.errors.APIError as exc:
+            raise _failure(exc, "reading the engine's events") from None
+        finally:
+            stream.close()

@@ -1,0 +1,498 @@
+"""The kubelet's HTTPS server on 10250: the far end of the seeds' live-data flow (the
+apiserver relays `kubectl logs`, `exec` and `top` here; see
+`controlplane/apiserver/kubelet.py` for the paths it calls).
+
+* `/containerLogs/<ns>/<pod>/<container>`: follow, tailLines, previous, timestamps,
+  sinceSeconds;
+* `/exec/<ns>/<pod>/<container>?command=...`: WebSocket with the `v5.channel.k8s.io`
+  subprotocol (v4 too): each message starts with a channel byte (0 stdin, 1 stdout,
+  2 stderr, 3 the final Status, 4 terminal resize; v5's 255 closes a channel);
+* `/stats/summary` (CPU and memory of the node, pods and containers, for metrics.k8s.io),
+  `/healthz`, `/metrics` (Prometheus), `/pods`.
+
+Every request is authenticated, none is anonymous: a client certificate signed by the
+cluster CA (the apiserver's kubelet-client certificate), or a bearer token the apiserver
+vouches for (TokenReview); then authorized by a SubjectAccessReview for `nodes/<sub>` of
+this node (proxy, log, stats, metrics), as the kubelet's webhook authorizer does.
+Decisions are cached for a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import prometheus_client
+import wsproto
+import wsproto.events
+from wsproto import ConnectionType, WSConnection
+
+from agents.kubelet.pods import PodWorkers
+from agents.kubelet.runtime import CONTAINER_NAME, ExecSession, Runtime, State
+from kubelab.api.errors import StatusError
+from kubelab.client import RestClient, ServerUnreachable
+
+log = logging.getLogger("kubelab.kubelet.server")
+
+Object = dict[str, Any]
+PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+DECISION_TTL = 60.0
+
+
+def _subresource(path: str) -> str:
+    """The nodes/<sub> a path needs (kubelet's authorizer mapping)."""
+    if path.startswith("/stats"):
+        return "stats"
+    if path.startswith("/metrics"):
+        return "metrics"
+    if path.startswith("/logs"):
+        return "log"
+    return "proxy"
+
+
+class Authorizer:
+    """Who is calling, and may they (module docstring)."""
+
+    def __init__(self, client: RestClient, node: str) -> None:
+        self.client = client
+        self.node = node
+        self._cache: dict[tuple[Any, ...], tuple[bool, float]] = {}
+        self._lock = threading.Lock()
+
+    def _cached(self, key: tuple[Any, ...], decide: Callable[[], bool]) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit and hit[1] > now:
+            return hit[0]
+        try:
+            allowed = decide()
+        except (StatusError, ServerUnreachable) as exc:
+            log.warning("kubelet %s: cannot check a caller with the apiserver: %s", self.node, exc)
+            return False
+        with self._lock:
+            self._cache[key] = (allowed, now + DECISION_TTL)
+        return allowed
+
+    def user_of_token(self, token: str) -> tuple[str, list[str]] | None:
+        review = self.client.request(
+            "POST",
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            body={
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview",
+                "spec": {"token": token},
+            },
+        )
+        status = review.get("status") or {}
+        if not status.get("authenticated"):
+            return None
+        user = status.get("user") or {}
+        return str(user.get("username", "")), list(user.get("groups") or [])
+
+    def allowed(self, user: str, groups: list[str], method: str, path: str) -> bool:
+        sub = _subresource(path)
+        verb = "get" if method in ("GET", "HEAD") else "create"
+
+        def review() -> bool:
+            answer = self.client.request(
+                "POST",
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                body={
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": "SubjectAccessReview",
+                    "spec": {
+                        "user": user,
+                        "groups": groups,
+                        "resourceAttributes": {
+                            "verb": verb,
+                            "resource": "nodes",
+                            "subresource": sub,
+                            "name": self.node,
+                        },
+                    },
+                },
+            )
+            return bool((answer.get("status") or {}).get("allowed"))
+
+        return self._cached((user, tuple(groups), verb, sub), review)
+
+
+class StatsCollector:
+    """CPU rates need two samples: keep each container's previous one."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._last: dict[str, tuple[int, float]] = {}
+
+    def rate(self, key: str, cpu_ns: int, at: float) -> int:
+        prev = self._last.get(key)
+        self._last[key] = (cpu_ns, at)
+        if prev is None or at <= prev[1]:
+            return 0
+        return max(0, int((cpu_ns - prev[0]) / (at - prev[1])))
+
+
+class KubeletServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        ssl_context: ssl.SSLContext,
+        workers: PodWorkers,
+        authorizer: Authorizer,
+        node_usage: Callable[[], tuple[int, int]],
+    ) -> None:
+        super().__init__(address, _Handler)
+        self.socket = ssl_context.wrap_socket(self.socket, server_side=True)
+        self.workers = workers
+        self.runtime = workers.runtime
+        self.authorizer = authorizer
+        self.node_usage = node_usage
+        self.stats = StatsCollector(workers.runtime)
+        self.registry = prometheus_client.CollectorRegistry()
+        self.running_pods = prometheus_client.Gauge(
+            "kubelet_running_pods", "Pods with a running sandbox", registry=self.registry
+        )
+        self.running_containers = prometheus_client.Gauge(
+            "kubelet_running_containers", "Running containers", registry=self.registry
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="kubelet https", daemon=True)
+        thread.start()
+        return thread
+
+    def find_container(self, ns: str, pod: str, container: str, previous: bool) -> str:
+        """The runtime id of a pod's container (its last dead one with `previous`)."""
+        with self.workers._lock:
+            states = list(self.workers.pods.items())
+        uid = next(
+            (
+                u
+                for u, st in states
+                if st.pod is not None
+                and st.pod["metadata"]["name"] == pod
+                and st.pod["metadata"].get("namespace", "default") == ns
+            ),
+            None,
+        )
+        if uid is None:
+            raise LookupError(f'pod "{pod}" in namespace "{ns}" is not running on this node')
+        found = sorted(
+            (
+                c
+                for c in self.workers.pleg.snapshot(uid).containers
+                if c.labels.get(CONTAINER_NAME) == container
+            ),
+            key=lambda c: (c.attempt, c.created_at),
+        )
+        if previous:
+            found = found[:-1]
+        if not found:
+            what = "previous terminated container" if previous else "container"
+            raise LookupError(f'{what} "{container}" in pod "{pod}" not found')
+        return found[-1].id
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: KubeletServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("kubelet https: " + format, *args)
+
+    def _error(self, code: int, message: str) -> None:
+        body = (message + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, obj: Any) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _caller(self) -> tuple[str, list[str]] | None:
+        cert = self.connection.getpeercert()
+        if cert:
+            subject = [x[0] for x in cert.get("subject", ())]
+            cn = next((v for k, v in subject if k == "commonName"), "")
+            groups = [v for k, v in subject if k == "organizationName"]
+            return cn, groups
+        auth = self.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            try:
+                return self.server.authorizer.user_of_token(auth[7:].strip())
+            except (StatusError, ServerUnreachable):
+                return None
+        return None
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
+        url = urlsplit(self.path)
+        caller = self._caller()
+        if caller is None:
+            self._error(401, "Unauthorized")
+            return
+        user, groups = caller
+        if not self.server.authorizer.allowed(user, groups, method, url.path):
+            sub = _subresource(url.path)
+            self._error(
+                403,
+                f"Forbidden (user={user}, verb={method.lower()}, resource=nodes, "
+                f"subresource={sub})",
+            )
+            return
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        parts = [unquote(p) for p in url.path.strip("/").split("/")]
+        try:
+            if url.path == "/healthz":
+                self._text(b"ok")
+            elif url.path == "/pods":
+                self._pods()
+            elif url.path == "/metrics":
+                self._metrics()
+            elif url.path == "/stats/summary":
+                self._json(self._summary())
+            elif parts[0] == "containerLogs" and len(parts) == 4:
+                self._logs(parts[1], parts[2], parts[3], query)
+            elif parts[0] in ("exec", "attach") and len(parts) == 4:
+                self._exec(parts[1], parts[2], parts[3], parse_qs(url.query))
+            else:
+                self._error(404, f"404 page not found: {url.path}")
+        except LookupError as exc:
+            self._error(404, str(exc).strip("'\""))
+
+    def _text(self, body: bytes, content_type: str = "text/plain") -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _pods(self) -> None:
+        with self.server.workers._lock:
+            pods = [st.pod for st in self.server.workers.pods.values() if st.pod is not None]
+        self._json({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
+
+    def _metrics(self) -> None:
+        containers = self.server.runtime.list_containers()
+        self.server.running_containers.set(sum(c.state == State.RUNNING for c in containers))
+        self.server.running_pods.set(sum(s.ready for s in self.server.runtime.list_sandboxes()))
+        self._text(
+            prometheus_client.generate_latest(self.server.registry), "text/plain; version=0.0.4"
+        )
+
+    def _summary(self) -> Object:
+        srv = self.server
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        cpu_ns, working_set = srv.node_usage()
+        node = {
+            "nodeName": srv.workers.config.node_name,
+            "cpu": {
+                "time": stamp,
+                "usageNanoCores": srv.stats.rate("", cpu_ns, now),
+                "usageCoreNanoSeconds": cpu_ns,
+            },
+            "memory": {"time": stamp, "workingSetBytes": working_set},
+        }
+        pods = []
+        with srv.workers._lock:
+            states = [(uid, st.pod) for uid, st in srv.workers.pods.items() if st.pod is not None]
+        for uid, pod in states:
+            containers = []
+            for c in srv.workers.pleg.snapshot(uid).containers:
+                if c.state != State.RUNNING:
+                    continue
+                usage = srv.runtime.stats(c.id)
+                if usage is None:
+                    continue
+                containers.append(
+                    {
+                        "name": c.labels.get(CONTAINER_NAME, ""),
+                        "startTime": time.strftime(
+                            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(c.started_at or now)
+                        ),
+                        "cpu": {
+                            "time": stamp,
+                            "usageNanoCores": srv.stats.rate(c.id, usage.cpu_usage_ns, usage.time),
+                            "usageCoreNanoSeconds": usage.cpu_usage_ns,
+                        },
+                        "memory": {
+                            "time": stamp,
+                            "workingSetBytes": usage.memory_working_set,
+                            "usageBytes": usage.memory_usage,
+                        },
+                    }
+                )
+            meta = pod["metadata"]
+            pods.append(
+                {
+                    "podRef": {
+                        "name": meta["name"],
+                        "namespace": meta.get("namespace"),
+                        "uid": uid,
+                    },
+                    "containers": containers,
+                }
+            )
+        return {"node": node, "pods": pods}
+
+    def _logs(self, ns: str, pod: str, container: str, query: dict[str, str]) -> None:
+        cid = self.server.find_container(ns, pod, container, query.get("previous") == "true")
+        follow = query.get("follow") == "true"
+        since = None
+        if query.get("sinceSeconds"):
+            since = time.time() - int(query["sinceSeconds"])
+        tail = int(query["tailLines"]) if query.get("tailLines") else None
+        chunks = self.server.runtime.logs(
+            cid,
+            follow=follow,
+            tail=tail,
+            since=since,
+            timestamps=query.get("timestamps") == "true",
+        )
+        limit = int(query["limitBytes"]) if query.get("limitBytes") else None
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent = 0
+        try:
+            for chunk in chunks:
+                if limit is not None:
+                    chunk = chunk[: max(0, limit - sent)]
+                if chunk:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                    sent += len(chunk)
+                if limit is not None and sent >= limit:
+                    break
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client went away (kubectl logs -f interrupted)
+        self.close_connection = True
+
+    # -- exec over WebSocket -----------------------------------------------------------
+
+    def _exec(self, ns: str, pod: str, container: str, query: dict[str, list[str]]) -> None:
+        if self.headers.get("Upgrade", "").lower() != "websocket":
+            self._error(400, "exec needs a WebSocket upgrade (v5.channel.k8s.io)")
+            return
+        cid = self.server.find_container(ns, pod, container, False)
+        command = query.get("command") or []
+        if not command:
+            self._error(400, "you must specify at least one command for the container")
+            return
+        tty = (query.get("tty") or ["false"])[-1] in ("1", "true")
+        stdin = (query.get("stdin") or ["false"])[-1] in ("1", "true")
+        ws = WSConnection(ConnectionType.SERVER)
+        # The handshake was parsed already; wsproto checks it again from the raw request.
+        lines = [self.requestline, *(f"{k}: {v}" for k, v in self.headers.items())]
+        ws.receive_data(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        request = next((e for e in ws.events() if isinstance(e, wsproto.events.Request)), None)
+        if request is None:
+            self._error(400, "not a WebSocket handshake")
+            return
+        protocol = next((p for p in PROTOCOLS if p in request.subprotocols), None)
+        if protocol is None:
+            self._error(400, f"no supported subprotocol among {request.subprotocols}")
+            return
+        sock = self.connection
+        try:
+            session = self.server.runtime.exec_stream(cid, command, tty=tty, stdin=stdin)
+        except Exception as exc:
+            self._error(500, f"exec failed: {exc}")
+            return
+        sock.sendall(ws.send(wsproto.events.AcceptConnection(subprotocol=protocol)))
+        self.close_connection = True
+        lock = threading.Lock()
+
+        def send(channel: int, data: bytes) -> None:
+            with lock:
+                sock.sendall(ws.send(wsproto.events.BytesMessage(data=bytes([channel]) + data)))
+
+        reader = threading.Thread(
+            target=self._pump_input, args=(ws, sock, session, lock), daemon=True
+        )
+        reader.start()
+        try:
+            while True:
+                stream, data = session.read()
+                if stream == 0:
+                    break
+                send(stream, data)
+            code = session.exit_code()
+            if code == 0:
+                status: Object = {"metadata": {}, "status": "Success"}
+            else:
+                status = {
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": f"command terminated with non-zero exit code: {code}",
+                    "reason": "NonZeroExitCode",
+                    "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+                }
+            send(3, json.dumps(status).encode())
+            with lock:
+                sock.sendall(ws.send(wsproto.events.CloseConnection(code=1000)))
+        except OSError:
+            pass
+        finally:
+            session.close()
+
+    def _pump_input(
+        self, ws: WSConnection, sock: Any, session: ExecSession, lock: threading.Lock
+    ) -> None:
+        """Client to container: stdin (0), resize (4), v5's close of stdin (255)."""
+        try:
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                with lock:
+                    ws.receive_data(data)
+                    events = list(ws.events())
+                for event in events:
+                    if isinstance(event, wsproto.events.BytesMessage) and event.data:
+                        payload = bytes(event.data)
+                        channel, body = payload[0], payload[1:]
+                        if channel == 0:
+                            session.write(body)
+                        elif channel == 4:
+                            size = json.loads(body or b"{}")
+                            session.resize(int(size.get("Width", 80)), int(size.get("Height", 24)))
+                        elif channel == 255 and body[:1] == b"\x00":
+                            session.close_stdin()
+                    elif isinstance(event, wsproto.events.CloseConnection):
+                        session.close_stdin()
+                        return
+                    elif isinstance(event, wsproto.events.Ping):
+                        with lock:
+                            sock.sendall(ws.send(event.response()))
+        except (OSError, wsproto.utilities.LocalProtocolError):
+            return

@@ -1,0 +1,323 @@
+"""etcd's KV API in-process: the pure MVCC store and its watch hub behind `KVStore`.
+
+The in-process test apiserver (`lab.testenv`) runs the real registry and watch cache over
+this instead of a store cluster, as Kubernetes' envtest runs the real apiserver over an
+etcd it starts; here nothing is started at all, so a test environment is up in a fraction
+of a second. It joins two components (the store's MVCC state machine and the
+apiserver's store interface), hence it is lab tooling.
+
+The semantics are the store's own, not a re-implementation: every request takes the
+path it takes over the wire, minus the socket. `storeclient` builds the gateway body,
+`gateway` decodes it into an MVCC request (with the same validation: empty keys,
+duplicate keys in a txn, unknown fields), `MVCCStore` applies it, `gateway` encodes the
+answer and `storeclient` parses it; errors are the `storeclient.StoreError` subclasses
+the store's HTTP server would make a client raise (compacted -> `CompactedError`, future
+revision -> `FutureRevisionError`, ...). Watches are the store's `WatchHub`, with the
+frames the store's server sends (created, events with their header revision,
+cancellation with `compact_revision`, progress notifications).
+
+Left out, because a test apiserver does not need them: leases, cluster membership,
+maintenance, the request size limit and the space quota.
+
+Threads: the MVCC store is single-threaded (it is a Raft state machine) and the hub
+wakes watchers with asyncio events, so every call runs on one event loop thread this
+object owns, as the store's server runs them on its loop; callers may be any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from controlplane.store import gateway, mvcc
+from controlplane.store.watch import WatchBatch, Watcher, WatchHub
+from kubelab import storeclient
+from kubelab.storeclient import (
+    Bytesish,
+    Compare,
+    Delete,
+    DeleteResult,
+    Get,
+    GrpcCode,
+    Op,
+    Put,
+    PutResult,
+    RangeResult,
+    Response,
+    SortOrder,
+    SortTarget,
+    Txn,
+    TxnResult,
+    Unavailable,
+    WatchResponse,
+)
+from kubelab.storeclient.errors import error_from
+from kubelab.storeclient.wire import as_bytes, key_range
+
+_T = TypeVar("_T")
+
+# etcd's default progress notification interval (--experimental-watch-progress-notify-interval).
+PROGRESS_INTERVAL = 600.0
+
+
+class MemStore:
+    """One in-memory store member: `KVStore`'s calls plus put, delete and compact.
+
+    `close` ends it: open watches raise `Unavailable` (as when a member goes away) and
+    later calls fail with `Unavailable`.
+    """
+
+    def __init__(self, progress_interval: float = PROGRESS_INTERVAL) -> None:
+        self.progress_interval = progress_interval
+        self._mvcc = mvcc.MVCCStore()
+        self._index = 0
+        self._closed = False
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="memstore", daemon=True)
+        self._thread.start()
+        self._hub = self._call(lambda: WatchHub(self._mvcc))
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _call(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn` on the store's loop; MVCC and gateway errors become store errors."""
+        if self._closed:
+            raise Unavailable(GrpcCode.UNAVAILABLE, "memstore: the store was closed")
+        done: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(fn())
+            except mvcc.MVCCError as err:
+                done.set_exception(error_from(err.grpc_code, err.message))
+            except gateway.BadRequest as err:
+                done.set_exception(error_from(GrpcCode.INVALID_ARGUMENT, str(err)))
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        return done.result()
+
+    def _header(self, revision: int | None = None) -> dict[str, str]:
+        """The header the store's server sends (one member, always its own leader)."""
+        out = {"cluster_id": "1", "member_id": "1", "raft_term": "1"}
+        if revision != 0:
+            out["revision"] = str(self._mvcc.revision if revision is None else revision)
+        return out
+
+    def _apply(self, req: mvcc.Request) -> Any:
+        self._index += 1
+        return self._mvcc.apply(self._index, mvcc.encode_command(req))
+
+    # -- KV ------------------------------------------------------------------------------
+
+    def get(
+        self,
+        key: Bytesish,
+        range_end: Bytesish = b"",
+        *,
+        prefix: bool = False,
+        limit: int = 0,
+        revision: int = 0,
+        keys_only: bool = False,
+        count_only: bool = False,
+        serializable: bool = False,
+        sort_order: SortOrder | None = None,
+        sort_target: SortTarget | None = None,
+    ) -> RangeResult:
+        k, end = key_range(key, range_end, prefix)
+        request = Get(
+            k, end, limit, revision, keys_only, count_only, serializable, sort_order, sort_target
+        )
+        return self.range(request)
+
+    def range(self, request: Get) -> RangeResult:
+        def serve() -> dict[str, Any]:
+            req, _ = gateway.range_request(request.body())
+            resp = self._mvcc.range(req)
+            answer = gateway.range_json(resp, req.keys_only)
+            return {"header": self._header(resp.revision), **answer}
+
+        return RangeResult.parse(self._call(serve))
+
+    def put(
+        self, key: Bytesish, value: Bytesish, lease: int = 0, prev_kv: bool = False
+    ) -> PutResult:
+        body = Put(as_bytes(key), as_bytes(value), lease, prev_kv).body()
+
+        def serve() -> dict[str, Any]:
+            resp = self._apply(gateway.put_request(body))
+            return {"header": self._header(resp.revision), **gateway.put_json(resp)}
+
+        return PutResult.parse(self._call(serve))
+
+    def delete(
+        self,
+        key: Bytesish,
+        range_end: Bytesish = b"",
+        *,
+        prefix: bool = False,
+        prev_kv: bool = False,
+    ) -> DeleteResult:
+        k, end = key_range(key, range_end, prefix)
+        body = Delete(k, end, prev_kv).body()
+
+        def serve() -> dict[str, Any]:
+            resp = self._apply(gateway.delete_request(body))
+            return {"header": self._header(resp.revision), **gateway.delete_json(resp)}
+
+        return DeleteResult.parse(self._call(serve))
+
+    def txn(
+        self,
+        compare: Sequence[Compare],
+        success: Sequence[Op] = (),
+        failure: Sequence[Op] = (),
+    ) -> TxnResult:
+        body = Txn(compare, success, failure).body()
+
+        def serve() -> dict[str, Any]:
+            req = gateway.txn_request(body)
+            resp = self._mvcc.read_txn(req) if mvcc.is_read_only(req) else self._apply(req)
+            return gateway.txn_json(resp, self._header(resp.revision), req)
+
+        return TxnResult.parse(self._call(serve))
+
+    def compact(self, revision: int, physical: bool = False) -> Response:
+        """Discard history before `revision` (at once: `physical` changes nothing)."""
+        body = {"revision": str(revision)}
+
+        def serve() -> dict[str, Any]:
+            resp = self._apply(gateway.compaction_request(body))
+            return {"header": self._header(resp.revision)}
+
+        raw = self._call(serve)
+        return Response(storeclient.Header.parse(raw), raw=raw)
+
+    # -- watch ---------------------------------------------------------------------------
+
+    def watch(
+        self,
+        key: Bytesish,
+        range_end: Bytesish = b"",
+        *,
+        prefix: bool = False,
+        start_revision: int = 0,
+        prev_kv: bool = False,
+        progress_notify: bool = False,
+    ) -> MemWatch:
+        """Watch `key` (or a range or prefix) from `start_revision` (0: from now on)."""
+        k, end = key_range(key, range_end, prefix)
+
+        def create() -> tuple[Watcher, int, dict[str, Any]]:
+            created_at = self._mvcc.revision
+            w = self._hub.create(k, end, start_revision, prev_kv=prev_kv)
+            return w, created_at, {"header": self._header(), "created": True}
+
+        w, created_at, first = self._call(create)
+        timeout = self.progress_interval if progress_notify else None
+        return MemWatch(self, w, created_at, timeout, WatchResponse.parse(first))
+
+    def _next_batch(self, w: Watcher, timeout: float | None) -> WatchBatch | None:
+        if self._closed:
+            return WatchBatch(0, canceled=True)
+        waiting = asyncio.run_coroutine_threadsafe(self._hub.next_batch(w, timeout), self._loop)
+        while True:
+            try:
+                return waiting.result(timeout=0.1)
+            except concurrent.futures.TimeoutError:
+                # The store may have closed between the check above and the scheduling:
+                # its loop is then stopped and would never run the wait.
+                if self._closed:
+                    waiting.cancel()
+                    return WatchBatch(0, canceled=True)
+
+    def _cancel(self, w: Watcher) -> None:
+        if not self._closed:
+            self._loop.call_soon_threadsafe(self._hub.cancel, w)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the store: watches end with `Unavailable`, calls are refused."""
+        if self._closed:
+            return
+        self._call(self._hub.close)
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class MemWatch:
+    """An open watch on a `MemStore` (`kvstore.WatchStream`), frame by frame as the
+    store's server sends them; `close` cancels it from any thread."""
+
+    def __init__(
+        self,
+        store: MemStore,
+        watcher: Watcher,
+        created_at: int,
+        timeout: float | None,
+        first: WatchResponse,
+    ) -> None:
+        self._store = store
+        self._watcher = watcher
+        self._created_at = created_at
+        self._timeout = timeout
+        self._first: WatchResponse | None = first
+        self._closed = False
+        self._done = False
+
+    def __iter__(self) -> Iterator[WatchResponse]:
+        return self
+
+    def __next__(self) -> WatchResponse:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        if self._done or self._closed:
+            raise StopIteration
+        batch = self._store._next_batch(self._watcher, self._timeout)
+        if self._closed:
+            raise StopIteration
+        if batch is None:  # quiet for a progress interval: say where the store is
+            return WatchResponse.parse({"header": self._store._header()})
+        if batch.canceled and not batch.compact_revision:
+            # Not closed by us, so the hub ended it: the store went away.
+            self._done = True
+            raise Unavailable(GrpcCode.UNAVAILABLE, "memstore: watch stream ended")
+        fields, revision = gateway.watch_batch_json(batch, self._created_at)
+        if batch.canceled:
+            self._done = True
+        return WatchResponse.parse({"header": self._store._header(revision), **fields})
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._store._cancel(self._watcher)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
