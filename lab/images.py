@@ -20,6 +20,7 @@ The seeds' pods (`image: busybox`, `--image=nginx:1.21`) and the kubelet's sandb
 
     python -m lab.images build [busybox pause nginx node]
     python -m lab.images list
+    python -m lab.images prune      (earlier builds of node and node-base)
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ BUSYBOX_IMAGE = "busybox:latest"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 NGINX_IMAGE = "nginx:1.21"
 NODE_BASE_REPOSITORY = "kubelab/node-base"
-NODE_IMAGE = "kubelab/node:latest"
+NODE_REPOSITORY = "kubelab/node"
+# The newest build from any worktree; a lab or a test session that must run exactly its
+# own source names the digest tag, `Builder.tags("node")[0]`.
+NODE_IMAGE = f"{NODE_REPOSITORY}:latest"
 # The node's Python: a venv whose site-packages points at the source layer's copy.
 NODE_VENV = "/opt/kubelab/venv"
 NODE_SOURCE = "/opt/kubelab/src"
@@ -142,6 +146,26 @@ class Builder:
         self.timings[name] = time.monotonic() - started
         log.info("built image %s in %.1f s", first, self.timings[name])
         return True
+
+    def prune(self) -> list[str]:
+        """Remove the digest tags of earlier builds (node, node-base); an image a
+        container still uses stays. Returns the tags removed."""
+        removed: list[str] = []
+        for name, recipe in RECIPES.items():
+            if not recipe.digest_repository:
+                continue
+            keep = set(self.tags(name))
+            for image in self.client.images.list(name=recipe.digest_repository):
+                for tag in image.tags:
+                    if tag in keep or not tag.startswith(recipe.digest_repository + ":"):
+                        continue
+                    try:
+                        self.client.images.remove(tag)
+                    except docker.errors.APIError as err:
+                        log.info("keeping %s: %s", tag, err.explanation)
+                        continue
+                    removed.append(tag)
+        return removed
 
     def ensure(self, names: tuple[str, ...] | list[str]) -> None:
         """Build whichever of `names` is missing or stale (the test fixtures' entry)."""
@@ -457,12 +481,14 @@ def make_node(builder: Builder, work: Path, digest: str) -> None:
             if service.is_dir():
                 tar.add(service, arcname=f"services/{service.name}")
     context.seek(0)
+    first = builder.tags("node")[0]
     try:
         builder.client.images.build(
-            fileobj=context, custom_context=True, tag=NODE_IMAGE, rm=True, forcerm=True
+            fileobj=context, custom_context=True, tag=first, rm=True, forcerm=True
         )
     except docker.errors.BuildError as err:
-        raise BuildError(f"building {NODE_IMAGE} failed: {err}") from err
+        raise BuildError(f"building {first} failed: {err}") from err
+    builder.tag_all("node")
 
 
 RECIPES: dict[str, Recipe] = {}
@@ -510,6 +536,7 @@ _register(
         node_inputs,
         depends=("node-base",),
         help="node image: base + kubelab's source",
+        digest_repository=NODE_REPOSITORY,
     )
 )
 
@@ -523,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("names", nargs="*", metavar="name", help=", ".join(RECIPES))
     build.add_argument("--force", action="store_true", help="rebuild even if current")
     sub.add_parser("list", help="the images, their tags and whether they are current")
+    sub.add_parser("prune", help="remove earlier builds' digest tags of node and node-base")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     unknown = [name for name in getattr(args, "names", []) if name not in RECIPES]
@@ -533,6 +561,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, recipe in RECIPES.items():
             state = "current" if builder.current(name) else "to build"
             print(f"{name:10} {state:9} {' '.join(builder.tags(name))}  ({recipe.help})")
+        return 0
+    if args.command == "prune":
+        for tag in builder.prune():
+            print(f"removed {tag}")
         return 0
     try:
         for name in args.names or [name for name in RECIPES if name != "node-base"]:

@@ -12,10 +12,9 @@ import pytest
 from dnslib import QTYPE, RCODE, DNSRecord  # type: ignore[import-untyped]
 
 from agents.dns.server import ClusterDNS
-from kubelab.client import RestClient, load_kubeconfig, resource_for
-from tests.integration.controlplane_fixture import Lab, lab, namespace
-
-__all__ = ["lab", "namespace"]
+from kubelab.client import RestClient, resource_for
+from lab.testenv import Environment
+from tests.waiting import until
 
 SERVICES = resource_for("v1", "Service")
 SLICES = resource_for("discovery.k8s.io/v1", "EndpointSlice")
@@ -32,17 +31,19 @@ class Server:
     def answers(self, name: str, qtype: str = "A") -> list[str]:
         return sorted(str(rr.rdata) for rr in self.ask(name, qtype).rr)
 
-    def until(self, lab: Lab, name: str, want: list[str], qtype: str = "A") -> None:
-        lab.until(lambda: self.answers(name, qtype) == want, f"{qtype} {name} = {want}")
+    def until(self, name: str, want: list[str], qtype: str = "A") -> None:
+        until(lambda: self.answers(name, qtype) == want, f"{qtype} {name} = {want}")
 
 
-def start(lab: Lab, **kwargs: Any) -> Iterator[Server]:
+def start(env: Environment, **kwargs: Any) -> Iterator[Server]:
+    """A cluster DNS server in this process, as kube-proxy's user (system:node-proxier
+    reads services and endpointslices), on a free port of 127.0.0.1."""
     stop = threading.Event()
-    client = RestClient(load_kubeconfig(lab.plane.kubeconfig))
+    client = RestClient(env.client_config(user="system:kube-proxy", groups=()))
     dns = ClusterDNS(client, **kwargs)
     thread = threading.Thread(target=dns.run, args=("127.0.0.1", 0, stop), daemon=True)
     thread.start()
-    lab.until(lambda: dns.loop.syncs > 0, "the DNS server's first zone")
+    until(lambda: dns.loop.syncs > 0, "the DNS server's first zone")
     try:
         yield Server(dns)
     finally:
@@ -52,13 +53,14 @@ def start(lab: Lab, **kwargs: Any) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="module")
-def dns(lab: Lab) -> Iterator[Server]:
-    yield from start(lab)
+def dns(apiserver: Environment) -> Iterator[Server]:
+    yield from start(apiserver)
 
 
-def create(lab: Lab, resource: Any, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-    with RestClient(load_kubeconfig(lab.plane.kubeconfig)) as client:
-        return client.create(resource, body, namespace)
+@pytest.fixture(scope="module")
+def admin(apiserver: Environment) -> Iterator[RestClient]:
+    with RestClient(apiserver.client_config(), qps=None) as client:
+        yield client
 
 
 def endpoint_slice(service: str, port: str, number: int, *endpoints: dict[str, Any]) -> Any:
@@ -71,17 +73,16 @@ def endpoint_slice(service: str, port: str, number: int, *endpoints: dict[str, A
 
 
 def test_a_cluster_ip_service_by_its_names_and_its_srv_record(
-    lab: Lab, namespace: str, dns: Server
+    admin: RestClient, namespace: str, dns: Server
 ) -> None:
-    svc = create(
-        lab,
+    svc = admin.create(
         SERVICES,
-        namespace,
         {"metadata": {"name": "web"}, "spec": {"ports": [{"name": "http", "port": 80}]}},
+        namespace,
     )
     ip = svc["spec"]["clusterIP"]
     fqdn = f"web.{namespace}.svc.cluster.local"
-    dns.until(lab, fqdn, [ip])
+    dns.until(fqdn, [ip])
     assert dns.answers(f"web.{namespace}") == [ip]
     assert dns.ask(fqdn, tcp=True).rr[0].rdata.toZone() == ip
     srv = dns.ask(f"_http._tcp.{fqdn}", "SRV")
@@ -92,28 +93,23 @@ def test_a_cluster_ip_service_by_its_names_and_its_srv_record(
     assert aaaa.header.rcode == RCODE.NOERROR and not aaaa.rr and aaaa.header.aa
     assert dns.ask(f"nope.{namespace}.svc.cluster.local").header.rcode == RCODE.NXDOMAIN
 
-    lab.api("DELETE", f"/api/v1/namespaces/{namespace}/services/web")
-    lab.until(
-        lambda: dns.ask(fqdn).header.rcode == RCODE.NXDOMAIN, "web's record to go after delete"
-    )
+    admin.delete(SERVICES, "web", namespace)
+    until(lambda: dns.ask(fqdn).header.rcode == RCODE.NXDOMAIN, "web's record to go after delete")
 
 
 def test_a_headless_service_answers_its_ready_endpoints(
-    lab: Lab, namespace: str, dns: Server
+    admin: RestClient, namespace: str, dns: Server
 ) -> None:
-    create(
-        lab,
+    admin.create(
         SERVICES,
-        namespace,
         {
             "metadata": {"name": "db"},
             "spec": {"clusterIP": "None", "ports": [{"name": "pg", "port": 5432}]},
         },
-    )
-    create(
-        lab,
-        SLICES,
         namespace,
+    )
+    admin.create(
+        SLICES,
         endpoint_slice(
             "db",
             "pg",
@@ -122,9 +118,10 @@ def test_a_headless_service_answers_its_ready_endpoints(
             {"addresses": ["10.244.2.6"], "conditions": {"ready": True}},
             {"addresses": ["10.244.2.7"], "conditions": {"ready": False}},
         ),
+        namespace,
     )
     fqdn = f"db.{namespace}.svc.cluster.local"
-    dns.until(lab, fqdn, ["10.244.1.5", "10.244.2.6"])
+    dns.until(fqdn, ["10.244.1.5", "10.244.2.6"])
     assert dns.answers(f"db-0.{fqdn}") == ["10.244.1.5"]
     assert dns.answers(f"10-244-2-6.{fqdn}") == ["10.244.2.6"]
     assert dns.answers(f"_pg._tcp.{fqdn}", "SRV") == [
@@ -133,18 +130,17 @@ def test_a_headless_service_answers_its_ready_endpoints(
     ]
 
 
-def test_an_external_name_is_a_cname(lab: Lab, namespace: str, dns: Server) -> None:
-    create(
-        lab,
+def test_an_external_name_is_a_cname(admin: RestClient, namespace: str, dns: Server) -> None:
+    admin.create(
         SERVICES,
-        namespace,
         {
             "metadata": {"name": "ext"},
             "spec": {"type": "ExternalName", "externalName": "db.example.org"},
         },
+        namespace,
     )
     fqdn = f"ext.{namespace}.svc.cluster.local"
-    lab.until(lambda: dns.ask(fqdn).rr, "ext's CNAME")
+    until(lambda: dns.ask(fqdn).rr, "ext's CNAME")
     (rr,) = dns.ask(fqdn).rr
     assert QTYPE[rr.rtype] == "CNAME" and str(rr.rdata) == "db.example.org."
 
@@ -157,17 +153,18 @@ def test_other_names_are_refused_without_an_upstream(dns: Server) -> None:
     assert dns.ask("example.org").header.rcode == RCODE.REFUSED
 
 
-def test_other_names_go_to_the_upstream(lab: Lab, dns: Server) -> None:
+def test_other_names_go_to_the_upstream(
+    apiserver: Environment, admin: RestClient, namespace: str, dns: Server
+) -> None:
     # A second cluster DNS, with the first as its upstream: a name only the first
     # answers comes back through the second.
-    created = create(
-        lab,
+    created = admin.create(
         SERVICES,
-        "default",
         {"metadata": {"name": "upstream-probe"}, "spec": {"ports": [{"port": 1}]}},
+        namespace,
     )
     ip = created["spec"]["clusterIP"]
-    name = "upstream-probe.default.svc.cluster.local"
-    dns.until(lab, name, [ip])
-    for second in start(lab, domain="other.local", upstreams=[("127.0.0.1", dns.dns.port)]):
+    name = f"upstream-probe.{namespace}.svc.cluster.local"
+    dns.until(name, [ip])
+    for second in start(apiserver, domain="other.local", upstreams=[("127.0.0.1", dns.dns.port)]):
         assert second.answers(name) == [ip]

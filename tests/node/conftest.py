@@ -6,9 +6,10 @@ into each, under a run-specific prefix (`kl-<worktree>-<random>`), and removes e
 container, volume and network it made when the session ends, also after a failure.
 Under CI=true a missing Docker engine fails the tests instead of skipping them.
 
-`node_api` is a control plane on the host that the nodes reach (see `NodeAPI`): the test
-apiservers listen on loopback only, so a relay on the lab network's gateway forwards to
-it, and nodes name it `kubernetes`, a name in its serving certificate.
+`node_api` is the session's apiserver (`lab.testenv`) as the nodes reach it (see
+`NodeAPI`): it listens on loopback only, so a relay on the lab network's gateway
+forwards to it, and nodes name it `kubernetes`, a name in its serving certificate.
+`pod_network_up` and `proxies` run the network agent and kube-proxy in both nodes.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import ipaddress
 import os
 import secrets
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -27,17 +28,23 @@ import docker
 import docker.errors
 import pytest
 
-from controlplane.localplane import LocalControlPlane
-from kubelab.client import RestClient, load_kubeconfig, resource_for, write_kubeconfig
+from kubelab.client import RestClient, resource_for, write_kubeconfig
 from lab.images import BUSYBOX_IMAGE, PAUSE_IMAGE, Builder
 from lab.nodes import Node, NodeCluster
 from lab.relay import Relay
+from lab.testenv import Environment
+from tests.waiting import until
 
 NODE_COUNT = 2
+IMAGES = ["busybox", "pause", "nginx", "node"]
 NODES = resource_for("v1", "Node")
 POD_NETWORK = "kubelab-pods"
 NETWORK_KUBECONFIG = "/etc/kubelab/network.conf"
 PROXY_KUBECONFIG = "/etc/kubelab/proxy.conf"
+# The node agents in these tests authenticate as kube-proxy, whose bootstrap role
+# (system:node-proxier) reads nodes, services and endpointslices: all that the network
+# agent, kube-proxy and DNS need, and nothing more.
+AGENT_USER = "system:kube-proxy"
 # busybox's httpd answers a CGI request with the address the request came from.
 ECHO_ADDRESS = (
     "mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\n"
@@ -54,12 +61,20 @@ def caller(remote_addr: str) -> str:
     return str(address)
 
 
-def docker_client() -> docker.DockerClient:
+def docker_client_or_none() -> docker.DockerClient | None:
+    """A client of the engine, with room for a node rootfs import; None without one."""
     try:
-        client = docker.from_env()
+        client = docker.from_env(timeout=900)
         client.ping()
-    except docker.errors.DockerException as err:
-        message = f"these tests need a Docker engine: {err}"
+    except docker.errors.DockerException:
+        return None
+    return client
+
+
+def docker_client() -> docker.DockerClient:
+    client = docker_client_or_none()
+    if client is None:
+        message = "these tests need a Docker engine (docker.from_env() failed)"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)
@@ -77,10 +92,24 @@ def image_builder() -> Builder:
     return Builder(client=docker_client())
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the images these tests use before any test runs: a cold build of the node's
+    base (debootstrap, a few minutes on a loaded machine) must not count against the
+    first test's timeout."""
+    here = Path(__file__).parent
+    if any(Path(item.path).is_relative_to(here) for item in session.items):
+        client = docker_client_or_none()
+        if client is not None:
+            Builder(client=client).ensure(IMAGES)
+
+
 @pytest.fixture(scope="session")
 def node_cluster(image_builder: Builder) -> Iterator[NodeCluster]:
-    image_builder.ensure(["busybox", "pause", "node"])
-    cluster = NodeCluster(prefix=run_prefix(), client=image_builder.client)
+    image_builder.ensure(IMAGES)
+    # Exactly this worktree's build: other worktrees on the engine retag :latest.
+    cluster = NodeCluster(
+        prefix=run_prefix(), client=image_builder.client, image=image_builder.tags("node")[0]
+    )
     try:
         cluster.start(NODE_COUNT)
         for image in (BUSYBOX_IMAGE, PAUSE_IMAGE):
@@ -92,20 +121,22 @@ def node_cluster(image_builder: Builder) -> Iterator[NodeCluster]:
 
 @dataclass
 class NodeAPI:
-    """A control plane on the host that the nodes reach: `kubernetes:<port>` in a node
-    is the relay on the lab network's gateway (lab.relay), forwarding to the apiserver."""
+    """The session's apiserver (`lab.testenv`) as the nodes reach it: `kubernetes:<port>`
+    in a node is the relay on the lab network's gateway (lab.relay), forwarding to the
+    apiserver on the host's loopback; `kubernetes` is a name its certificate holds."""
 
-    plane: LocalControlPlane
+    env: Environment
     relay: Relay
     client: RestClient
+    """The admin's client, for the test's own API calls."""
 
     @property
     def node_server(self) -> str:
         return f"https://kubernetes:{self.relay.port}"
 
-    def kubeconfig_for_nodes(self) -> bytes:
-        """The admin kubeconfig with the server as nodes reach it."""
-        config = load_kubeconfig(self.plane.kubeconfig)
+    def kubeconfig_for_nodes(self, user: str) -> bytes:
+        """A kubeconfig for `user` with the server as nodes reach it."""
+        config = self.env.client_config(user=user, groups=())
         assert config.ca_data and config.client_cert_data and config.client_key_data
         with tempfile.TemporaryDirectory() as tmp:
             path = write_kubeconfig(
@@ -113,47 +144,31 @@ class NodeAPI:
                 cluster_name="kubelab",
                 server=self.node_server,
                 ca_data=config.ca_data,
-                user_name="kubernetes-admin",
+                user_name=user,
                 client_cert_data=config.client_cert_data,
                 client_key_data=config.client_key_data,
             )
             return path.read_bytes()
 
-    def install(self, node: Node, path: str) -> None:
-        """Point `node` at the apiserver: /etc/hosts and a kubeconfig at `path`."""
-        assert self.relay.host
+    def install(self, node: Node, path: str, user: str = AGENT_USER) -> None:
+        """Point `node` at the apiserver: /etc/hosts and a kubeconfig for `user` at `path`."""
         entry = f"{self.relay.host} kubernetes"
         node.sh(f"grep -qx '{entry}' /etc/hosts || echo '{entry}' >> /etc/hosts")
-        node.write_file(path, self.kubeconfig_for_nodes())
+        node.write_file(path, self.kubeconfig_for_nodes(user))
 
 
 @pytest.fixture(scope="session")
-def node_api(
-    node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[NodeAPI]:
-    """A 1-member store and an apiserver (no controller-manager) the nodes can reach."""
+def node_api(node_cluster: NodeCluster, apiserver: Environment) -> Iterator[NodeAPI]:
+    """The session's apiserver, reachable from the nodes through a relay."""
     assert node_cluster.addressing is not None
-    plane = LocalControlPlane(
-        tmp_path_factory.mktemp("node-plane"), store_members=1, controller_manager=False
-    )
-    relay = Relay(node_cluster.addressing.gateway, ("127.0.0.1", plane.port))
+    port = urllib.parse.urlsplit(apiserver.url).port
+    assert port is not None
+    relay = Relay(node_cluster.addressing.gateway, ("127.0.0.1", port)).start()
     try:
-        plane.start(timeout=90)
-        relay.start()
-        with RestClient(load_kubeconfig(plane.kubeconfig)) as client:
-            yield NodeAPI(plane, relay, client)
+        with RestClient(apiserver.client_config(), qps=None) as client:
+            yield NodeAPI(apiserver, relay, client)
     finally:
         relay.stop()
-        plane.stop()
-
-
-def until(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def register(api: NodeAPI, cluster: NodeCluster, node: Node) -> None:

@@ -15,8 +15,8 @@ from tests.node.conftest import (
     caller,
     echo_server,
     routes,
-    until,
 )
+from tests.waiting import until
 
 
 def test_pods_on_two_nodes_reach_each_other_without_nat(

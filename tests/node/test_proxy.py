@@ -11,15 +11,14 @@ from agents.proxy.rules import chain_name
 from kubelab.client import resource_for
 from lab.images import BUSYBOX_IMAGE
 from lab.nodes import Node
-from tests.node.conftest import POD_NETWORK, NodeAPI, caller, echo_server, nat, until
+from tests.node.conftest import POD_NETWORK, NodeAPI, caller, echo_server, nat
+from tests.waiting import until
 
 SERVICES = resource_for("v1", "Service")
 SLICES = resource_for("discovery.k8s.io/v1", "EndpointSlice")
-NAMESPACES = resource_for("v1", "Namespace")
-NAMESPACE = "proxy-test"
 
 
-def echo_service(api: NodeAPI, backend_ip: str) -> dict[str, Any]:
+def echo_service(api: NodeAPI, namespace: str, backend_ip: str) -> dict[str, Any]:
     """A NodePort Service in front of one echo pod, with the EndpointSlice the
     EndpointSlice controller would write for it."""
     svc = api.client.create(
@@ -32,7 +31,7 @@ def echo_service(api: NodeAPI, backend_ip: str) -> dict[str, Any]:
                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
             },
         },
-        NAMESPACE,
+        namespace,
     )
     api.client.create(
         SLICES,
@@ -45,21 +44,20 @@ def echo_service(api: NodeAPI, backend_ip: str) -> dict[str, Any]:
             "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
             "endpoints": [{"addresses": [backend_ip], "conditions": {"ready": True}}],
         },
-        NAMESPACE,
+        namespace,
     )
     return svc
 
 
 def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
-    node_api: NodeAPI, proxies: list[Node]
+    node_api: NodeAPI, namespace: str, proxies: list[Node]
 ) -> None:
-    node_api.client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     first, second = proxies
     backend = echo_server(second)
-    svc = echo_service(node_api, backend)
+    svc = echo_service(node_api, namespace, backend)
     cluster_ip = svc["spec"]["clusterIP"]
     node_port = svc["spec"]["ports"][0]["nodePort"]
-    svc_chain = chain_name("KUBE-SVC-", f"{NAMESPACE}/echo:http", "TCP")
+    svc_chain = chain_name("KUBE-SVC-", f"{namespace}/echo:http", "TCP")
     for node in proxies:
         until(lambda n=node: svc_chain in nat(n), f"{svc_chain} on {node.name}")  # type: ignore[misc]
 
@@ -78,13 +76,13 @@ def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
         with urllib.request.urlopen(f"http://{node.ip}:{node_port}/cgi-bin/ip", timeout=5) as r:
             assert r.status == 200
 
-    node_api.client.delete(SERVICES, "echo", NAMESPACE)
-    node_api.client.delete(SLICES, "echo-1", NAMESPACE)
+    node_api.client.delete(SERVICES, "echo", namespace)
+    node_api.client.delete(SLICES, "echo-1", namespace)
     for node in proxies:
-        until(lambda n=node: "proxy-test/echo" not in nat(n), f"echo's rules gone on {node.name}")  # type: ignore[misc]
+        until(lambda n=node: f"{namespace}/echo" not in nat(n), f"echo's rules gone on {node.name}")  # type: ignore[misc]
         assert svc_chain not in nat(node)
         assert "KUBE-SEP-" not in nat(node)
-        assert "proxy-test/echo" not in node.sh("iptables-save -t filter")
+        assert f"{namespace}/echo" not in node.sh("iptables-save -t filter")
 
 
 def test_cleanup_removes_every_chain_of_kube_proxy(proxies: list[Node]) -> None:

@@ -12,13 +12,13 @@ from kubelab.api.errors import StatusError
 from kubelab.client import resource_for
 from lab.images import BUSYBOX_IMAGE, NGINX_IMAGE, Builder
 from lab.nodes import Node, NodeCluster
-from tests.node.conftest import POD_NETWORK, NodeAPI, nat, until
+from tests.node.conftest import POD_NETWORK, NodeAPI, nat
+from tests.waiting import until
 
 SERVICES = resource_for("v1", "Service")
 SLICES = resource_for("discovery.k8s.io/v1", "EndpointSlice")
 NAMESPACES = resource_for("v1", "Namespace")
 DNS_IP = "10.96.0.10"
-NAMESPACE = "web"
 
 
 def ensure_namespace(api: NodeAPI, name: str) -> None:
@@ -93,29 +93,30 @@ def test_nginx_on_two_nodes_answers_through_a_service_by_dns_name(
     node_api: NodeAPI,
     proxies: list[Node],
     cluster_dns: str,
+    namespace: str,
 ) -> None:
     image_builder.ensure(["nginx"])
     node_cluster.load_image(NGINX_IMAGE, proxies)
     pods = [nginx_pod(node) for node in proxies]
-    ensure_namespace(node_api, NAMESPACE)
     service_with_endpoints(
-        node_api, NAMESPACE, "nginx", [("http", "TCP", 80)], [ip for _, ip in pods]
+        node_api, namespace, "nginx", [("http", "TCP", 80)], [ip for _, ip in pods]
     )
     first = proxies[0]
-    until(lambda: "web/nginx:http" in nat(first), "kube-proxy's rules for web/nginx")
+    until(lambda: f"{namespace}/nginx:http" in nat(first), "kube-proxy's rules for nginx")
 
     # A pod's resolv.conf as the kubelet writes it: cluster DNS and the search path.
-    search = [f"--dns-search={d}" for d in ("web.svc.cluster.local", "svc.cluster.local")]
+    search = [f"--dns-search={d}" for d in (f"{namespace}.svc.cluster.local", "svc.cluster.local")]
     fetch = "timeout 5 wget -q -O - http://nginx/ | grep -q 'Welcome to nginx' && echo ok"
     script = (
-        "nslookup nginx.web.svc.cluster.local | tail -n +3 | grep Address | cut -d' ' -f2; "
+        f"nslookup nginx.{namespace}.svc.cluster.local"
+        " | tail -n +3 | grep Address | cut -d' ' -f2; "
         f"for i in $(seq 20); do {fetch}; done"
     )
     out = first.exec(
         "docker", "run", "--rm", "--network", POD_NETWORK, f"--dns={cluster_dns}", *search,
         BUSYBOX_IMAGE, "sh", "-c", script,
     ).stdout.decode().split()  # fmt: skip
-    cluster_ip = node_api.client.get(SERVICES, "nginx", NAMESPACE)["spec"]["clusterIP"]
+    cluster_ip = node_api.client.get(SERVICES, "nginx", namespace)["spec"]["clusterIP"]
     assert out == [cluster_ip] + ["ok"] * 20
     # Random balancing: both nginx pods served some of the 20 requests.
     for node, (container, _) in zip(proxies, pods, strict=True):
