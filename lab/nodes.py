@@ -185,12 +185,15 @@ class NodeCluster:
             "unused Docker networks (docker network ls) or pass a free subnet"
         )
 
-    def add_node(self, name: str, *, memory: str | None = None) -> Node:
-        """Start one node container with the measured recipe (its dockerd may still start)."""
+    def add_node(
+        self, name: str, *, memory: str | None = None, registry_mirrors: tuple[str, ...] = ()
+    ) -> Node:
+        """Start one node container with the measured recipe (its dockerd may still start).
+        `registry_mirrors` ("http://10.244.255.2:5000") go into its dockerd's daemon.json."""
         if self.addressing is None:
             self.create_network()
         assert self.addressing is not None
-        index = len(self.nodes)
+        index = max((n.index for n in self.nodes), default=-1) + 1
         ip = self.addressing.node_ip(index)
         container_name = f"{self.prefix}-{name}"
         volume = self.client.volumes.create(
@@ -215,6 +218,7 @@ class NodeCluster:
             network=self.network_name,
             networking_config={self.network_name: endpoint},
             mem_limit=memory,
+            environment={"KUBELAB_REGISTRY_MIRRORS": ",".join(registry_mirrors)},
         )
         node = Node(
             name=name, ip=ip, index=index, container=container, container_name=container_name
@@ -222,6 +226,12 @@ class NodeCluster:
         self.nodes.append(node)
         log.info("lab %s: node %s at %s (%s)", self.prefix, name, ip, container.short_id)
         return node
+
+    def remove_node(self, node: Node) -> None:
+        """Remove one node's container and its volume."""
+        node.container.remove(force=True, v=True)
+        self.client.volumes.get(f"{node.container_name}-docker").remove(force=True)
+        self.nodes.remove(node)
 
     def pod_cidr(self, node: Node) -> str:
         assert self.addressing is not None

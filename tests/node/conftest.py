@@ -38,7 +38,7 @@ from tests.waiting import until
 NODE_COUNT = 2
 IMAGES = ["busybox", "pause", "nginx", "node"]
 NODES = resource_for("v1", "Node")
-POD_NETWORK = "kubelab-pods"
+POD_NETWORK = "kubepods"  # the kubelet's --pod-network default
 NETWORK_KUBECONFIG = "/etc/kubelab/network.conf"
 PROXY_KUBECONFIG = "/etc/kubelab/proxy.conf"
 # The node agents in these tests authenticate as kube-proxy, whose bootstrap role

@@ -91,3 +91,16 @@ def test_a_node_without_the_capabilities_says_which_cgroups_it_cannot_fix(
 def test_load_image_puts_an_image_into_every_node(node_cluster: NodeCluster, image: str) -> None:
     for node in node_cluster.nodes:
         assert node.exec("docker", "image", "inspect", image, check=False).returncode == 0
+
+
+def test_a_nodes_dockerd_takes_the_registry_mirrors_it_is_given(
+    node_cluster: NodeCluster,
+) -> None:
+    mirror = "http://10.244.255.2:5000"
+    node = node_cluster.add_node("mirrored", registry_mirrors=(mirror,))
+    try:
+        node.wait_ready()
+        mirrors = node.exec("docker", "info", "-f", "{{json .RegistryConfig.Mirrors}}")
+        assert mirrors.stdout.decode().strip() == f'["{mirror}/"]'
+    finally:
+        node_cluster.remove_node(node)
