@@ -17,10 +17,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
-import tempfile
-import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -28,10 +25,10 @@ import docker
 import docker.errors
 import pytest
 
-from kubelab.client import RestClient, resource_for, write_kubeconfig
+from kubelab.client import resource_for
 from lab.images import BUSYBOX_IMAGE, PAUSE_IMAGE, Builder
 from lab.nodes import Node, NodeCluster
-from lab.relay import Relay
+from lab.relay import NodeAPI
 from lab.testenv import Environment
 from tests.waiting import until
 
@@ -41,10 +38,6 @@ NODES = resource_for("v1", "Node")
 POD_NETWORK = "kubepods"  # the kubelet's --pod-network default
 NETWORK_KUBECONFIG = "/etc/kubelab/network.conf"
 PROXY_KUBECONFIG = "/etc/kubelab/proxy.conf"
-# The node agents in these tests authenticate as kube-proxy, whose bootstrap role
-# (system:node-proxier) reads nodes, services and endpointslices: all that the network
-# agent, kube-proxy and DNS need, and nothing more.
-AGENT_USER = "system:kube-proxy"
 # busybox's httpd answers a CGI request with the address the request came from.
 ECHO_ADDRESS = (
     "mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\n"
@@ -119,56 +112,15 @@ def node_cluster(image_builder: Builder) -> Iterator[NodeCluster]:
         cluster.remove()
 
 
-@dataclass
-class NodeAPI:
-    """The session's apiserver (`lab.testenv`) as the nodes reach it: `kubernetes:<port>`
-    in a node is the relay on the lab network's gateway (lab.relay), forwarding to the
-    apiserver on the host's loopback; `kubernetes` is a name its certificate holds."""
-
-    env: Environment
-    relay: Relay
-    client: RestClient
-    """The admin's client, for the test's own API calls."""
-
-    @property
-    def node_server(self) -> str:
-        return f"https://kubernetes:{self.relay.port}"
-
-    def kubeconfig_for_nodes(self, user: str) -> bytes:
-        """A kubeconfig for `user` with the server as nodes reach it."""
-        config = self.env.client_config(user=user, groups=())
-        assert config.ca_data and config.client_cert_data and config.client_key_data
-        with tempfile.TemporaryDirectory() as tmp:
-            path = write_kubeconfig(
-                Path(tmp) / "node.conf",
-                cluster_name="kubelab",
-                server=self.node_server,
-                ca_data=config.ca_data,
-                user_name=user,
-                client_cert_data=config.client_cert_data,
-                client_key_data=config.client_key_data,
-            )
-            return path.read_bytes()
-
-    def install(self, node: Node, path: str, user: str = AGENT_USER) -> None:
-        """Point `node` at the apiserver: /etc/hosts and a kubeconfig for `user` at `path`."""
-        entry = f"{self.relay.host} kubernetes"
-        node.sh(f"grep -qx '{entry}' /etc/hosts || echo '{entry}' >> /etc/hosts")
-        node.write_file(path, self.kubeconfig_for_nodes(user))
-
-
 @pytest.fixture(scope="session")
 def node_api(node_cluster: NodeCluster, apiserver: Environment) -> Iterator[NodeAPI]:
     """The session's apiserver, reachable from the nodes through a relay."""
     assert node_cluster.addressing is not None
-    port = urllib.parse.urlsplit(apiserver.url).port
-    assert port is not None
-    relay = Relay(node_cluster.addressing.gateway, ("127.0.0.1", port)).start()
+    api = NodeAPI.open(apiserver, node_cluster.addressing.gateway)
     try:
-        with RestClient(apiserver.client_config(), qps=None) as client:
-            yield NodeAPI(apiserver, relay, client)
+        yield api
     finally:
-        relay.stop()
+        api.close()
 
 
 def register(api: NodeAPI, cluster: NodeCluster, node: Node) -> None:

@@ -8,10 +8,10 @@ import ipaddress
 
 from lab.images import BUSYBOX_IMAGE
 from lab.nodes import Node, NodeCluster
+from lab.relay import NodeAPI
 from tests.node.conftest import (
     NODES,
     POD_NETWORK,
-    NodeAPI,
     caller,
     echo_server,
     routes,

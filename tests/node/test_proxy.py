@@ -11,7 +11,8 @@ from agents.proxy.rules import chain_name
 from kubelab.client import resource_for
 from lab.images import BUSYBOX_IMAGE
 from lab.nodes import Node
-from tests.node.conftest import POD_NETWORK, NodeAPI, caller, echo_server, nat
+from lab.relay import NodeAPI
+from tests.node.conftest import POD_NETWORK, caller, echo_server, nat
 from tests.waiting import until
 
 SERVICES = resource_for("v1", "Service")

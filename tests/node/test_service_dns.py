@@ -12,7 +12,8 @@ from kubelab.api.errors import StatusError
 from kubelab.client import resource_for
 from lab.images import BUSYBOX_IMAGE, NGINX_IMAGE, Builder
 from lab.nodes import Node, NodeCluster
-from tests.node.conftest import POD_NETWORK, NodeAPI, nat
+from lab.relay import NodeAPI
+from tests.node.conftest import POD_NETWORK, nat
 from tests.waiting import until
 
 SERVICES = resource_for("v1", "Service")
