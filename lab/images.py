@@ -107,9 +107,14 @@ class Builder:
     # Importing a node rootfs (~600 MB) takes longer than the SDK's default 60 s timeout.
     client: docker.DockerClient = field(default_factory=lambda: docker.from_env(timeout=900))
     timings: dict[str, float] = field(default_factory=dict)
+    # Digests are computed once per builder (apt-cache and hashing the source take about
+    # a second each): a builder sees the inputs as they were when it first looked.
+    _digests: dict[str, str] = field(default_factory=dict)
 
     def digest(self, name: str) -> str:
-        return RECIPES[name].digest(self)
+        if name not in self._digests:
+            self._digests[name] = RECIPES[name].digest(self)
+        return self._digests[name]
 
     def tags(self, name: str) -> tuple[str, ...]:
         recipe = RECIPES[name]
@@ -138,7 +143,7 @@ class Builder:
         if not force and self.current(name):
             log.info("image %s is current (inputs %s)", first, self.digest(name)[:12])
             return False
-        digest = recipe.digest(self)
+        digest = self.digest(name)
         log.info("building image %s (inputs %s)", first, digest[:12])
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"kubelab-image-{name}-") as work:
