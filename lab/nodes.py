@@ -89,7 +89,10 @@ class Node:
     def exec(
         self, *argv: str, check: bool = True, input: bytes | None = None, timeout: float = 120
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run a command in the node (docker exec); `check` raises NodeError on failure."""
+        """Run a command in the node (docker exec); `check` raises NodeError on failure.
+
+        The docker CLI rather than the SDK's exec_run: it feeds stdin and bounds the time,
+        which exec_run does not."""
         done = subprocess.run(
             ["docker", "exec", "-i", self.container_name, *argv],
             input=input,
