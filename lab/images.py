@@ -123,16 +123,14 @@ class Builder:
         return (f"{recipe.digest_repository}:{self.digest(name)[:12]}", *recipe.tags)
 
     def current(self, name: str) -> bool:
-        """Whether every tag of the image exists and was built from today's inputs."""
-        want = self.digest(name)
-        for tag in self.tags(name):
-            try:
-                image = self.client.images.get(tag)
-            except docker.errors.ImageNotFound:
-                return False
-            if (image.labels or {}).get(DIGEST_LABEL) != want:
-                return False
-        return True
+        """Whether the image's first tag (the digest tag, where there is one) exists and
+        was built from today's inputs. Other tags are aliases: another worktree sharing
+        the engine may have pointed `:latest` at its own build."""
+        try:
+            image = self.client.images.get(self.tags(name)[0])
+        except docker.errors.ImageNotFound:
+            return False
+        return (image.labels or {}).get(DIGEST_LABEL) == self.digest(name)
 
     def build(self, name: str, *, force: bool = False) -> bool:
         """Build `name` (and what it depends on) unless current; True if it was built."""
@@ -142,6 +140,7 @@ class Builder:
         first = self.tags(name)[0]
         if not force and self.current(name):
             log.info("image %s is current (inputs %s)", first, self.digest(name)[:12])
+            self.tag_all(name)
             return False
         digest = self.digest(name)
         log.info("building image %s (inputs %s)", first, digest[:12])

@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents.network", description=__doc__)
     parser.add_argument("--kubeconfig")
     parser.add_argument("--node-name", default=socket.gethostname())
-    parser.add_argument("--resync", type=float, default=30.0)
+    parser.add_argument("--resync", type=float, default=10.0)
+    parser.add_argument("--bridge", default="cbr0")
     parser.add_argument("--cleanup", action="store_true")
     parser.add_argument("-v", "--v", type=int, default=1)
     args = parser.parse_args(argv)
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.v >= 4 else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    agent = NetworkAgent(args.node_name)
+    agent = NetworkAgent(args.node_name, bridge=args.bridge)
     if args.cleanup:
         agent.cleanup()
         return 0

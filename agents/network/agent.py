@@ -9,7 +9,11 @@ IP reachable from every pod and node without NAT:
   route of ours whose node is gone, or moved, is removed. The routes carry their own
   protocol number so that the agent recognises exactly its own.
 * This node's podCIDR is the kubelet's: it makes the Docker bridge network its pods
-  join (cbr0), without Docker's masquerade.
+  join (cbr0), without Docker's masquerade. The agent turns on hairpin mode on the
+  bridge's ports (a pod reaching itself through its Service: the node's bridge passes
+  packets through iptables, so kube-proxy's DNAT back to the sender happens at the
+  bridge, which must then send the frame out of the port it came in by). dockerd does
+  this itself only with its userland proxy off, which needs a writable /proc/sys.
 * In the filter table, KUBELAB-FORWARD accepts packets to and from pod CIDRs (dockerd
   sets FORWARD's policy to DROP, which would stop a pod on another node reaching ours).
 * In the nat table, KUBELAB-POSTROUTING masquerades what this node's pods send to an
@@ -105,15 +109,27 @@ class NetworkAgent:
 
     node_name: str
     runner: Runner = run_command
+    bridge: str = "cbr0"
 
     def __post_init__(self) -> None:
         self.iptables = Iptables(self.runner)
 
-    def _ip(self, *argv: str) -> str:
-        done = self.runner(["ip", *argv], None)
+    def _run(self, *argv: str) -> str:
+        done = self.runner(list(argv), None)
         if done.returncode != 0:
-            raise RuntimeError(f"`ip {' '.join(argv)}` failed: {done.stderr.strip()}")
+            raise RuntimeError(f"`{' '.join(argv)}` failed: {done.stderr.strip()}")
         return done.stdout
+
+    def _ip(self, *argv: str) -> str:
+        return self._run("ip", *argv)
+
+    def hairpin(self) -> None:
+        """Hairpin mode on every port of the pods' bridge that lacks it."""
+        ports = json.loads(self._run("bridge", "-d", "-json", "link", "show") or "[]")
+        for port in ports:
+            if port.get("master") == self.bridge and not port.get("hairpin"):
+                self._run("bridge", "link", "set", "dev", port["ifname"], "hairpin", "on")
+                log.info("network %s: hairpin on %s", self.node_name, port["ifname"])
 
     def current_routes(self) -> dict[str, str]:
         routes = json.loads(self._ip("-json", "route", "show", "proto", ROUTE_PROTOCOL) or "[]")
@@ -133,6 +149,7 @@ class NetworkAgent:
         every = [c for n in nodes for c in pod_cidrs(n)]
         self.iptables.restore(rules(every, own))
         self.iptables.ensure_jumps(JUMPS)
+        self.hairpin()
 
     def cleanup(self) -> None:
         """Remove our routes and chains (labadm reset)."""

@@ -175,9 +175,11 @@ def pod_network_up(node_cluster: NodeCluster, node_api: NodeAPI) -> Iterator[lis
             node_api.client.delete(NODES, node.name)
 
 
-def echo_server(node: Node) -> str:
-    """A pod on `node` answering with its caller's address; its pod IP."""
-    run = ["docker", "run", "-d", "--network", POD_NETWORK, BUSYBOX_IMAGE, "sh", "-c"]
+def echo_server(node: Node, name: str = "") -> str:
+    """A pod on `node` (container `name` if given) answering with its caller's address;
+    its pod IP."""
+    named = ["--name", name] if name else []
+    run = ["docker", "run", "-d", *named, "--network", POD_NETWORK, BUSYBOX_IMAGE, "sh", "-c"]
     server = node.exec(*run, ECHO_ADDRESS).stdout.decode().strip()
     template = f'{{{{(index .NetworkSettings.Networks "{POD_NETWORK}").IPAddress}}}}'
     return node.sh(f"docker inspect -f '{template}' {server}").strip()

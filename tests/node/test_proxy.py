@@ -54,7 +54,7 @@ def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
     node_api: NodeAPI, namespace: str, proxies: list[Node]
 ) -> None:
     first, second = proxies
-    backend = echo_server(second)
+    backend = echo_server(second, name="echo-backend")
     svc = echo_service(node_api, namespace, backend)
     cluster_ip = svc["spec"]["clusterIP"]
     node_port = svc["spec"]["ports"][0]["nodePort"]
@@ -72,6 +72,14 @@ def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
         .split()
     )
     assert caller(seen) == client_ip
+    # Hairpin: the backend reaches itself through its own Service, once the network
+    # agent's next sync (within its 10 s resync) has put its bridge port in hairpin mode.
+    hairpin = ["docker", "exec", "echo-backend", "timeout", "3", "wget", "-q", "-O", "-"]
+    until(
+        lambda: second.exec(*hairpin, f"http://{cluster_ip}/cgi-bin/ip", check=False).stdout,
+        "the backend to reach itself through its Service",
+        timeout=40,
+    )
     # The host reaches it through either node's NodePort.
     for node in proxies:
         with urllib.request.urlopen(f"http://{node.ip}:{node_port}/cgi-bin/ip", timeout=5) as r:

@@ -59,8 +59,11 @@ def test_rules_accept_pod_traffic_and_masquerade_only_what_leaves_the_pod_networ
 class FakeNode:
     """Answers `ip -json route show` with `routes` and records every command."""
 
-    def __init__(self, routes: list[dict[str, str]]) -> None:
+    def __init__(
+        self, routes: list[dict[str, str]], ports: list[dict[str, object]] | None = None
+    ) -> None:
         self.routes = routes
+        self.ports = ports or []
         self.commands: list[list[str]] = []
         self.stdin: list[str] = []
 
@@ -70,7 +73,11 @@ class FakeNode:
         self.commands.append(list(argv))
         if stdin:
             self.stdin.append(stdin)
-        out = json.dumps(self.routes) if list(argv[:3]) == ["ip", "-json", "route"] else ""
+        out = ""
+        if list(argv[:3]) == ["ip", "-json", "route"]:
+            out = json.dumps(self.routes)
+        elif list(argv[:2]) == ["bridge", "-d"]:
+            out = json.dumps(self.ports)
         # -C (check) says the jump is missing, so the agent inserts it.
         code = 1 if "-C" in argv else 0
         return subprocess.CompletedProcess(list(argv), code, out, "")
@@ -97,3 +104,18 @@ def test_an_unchanged_route_is_left_alone() -> None:
     fake = FakeNode([{"dst": "10.244.1.0/24", "gateway": "10.244.255.11"}])
     NetworkAgent("n1", runner=fake).sync(NODES)
     assert not [c for c in fake.commands if c[:2] == ["ip", "route"] and c[2] != "show"]
+
+
+def test_pod_ports_of_the_bridge_get_hairpin_mode_once() -> None:
+    fake = FakeNode(
+        [],
+        ports=[
+            {"ifname": "veth1", "master": "cbr0", "hairpin": False},
+            {"ifname": "veth2", "master": "cbr0", "hairpin": True},
+            {"ifname": "veth3", "master": "docker0", "hairpin": False},
+        ],
+    )
+    NetworkAgent("n1", runner=fake).sync(NODES)
+    assert [c for c in fake.commands if c[:3] == ["bridge", "link", "set"]] == [
+        ["bridge", "link", "set", "dev", "veth1", "hairpin", "on"]
+    ]
