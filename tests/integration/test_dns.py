@@ -167,4 +167,5 @@ def test_other_names_go_to_the_upstream(
     name = f"upstream-probe.{namespace}.svc.cluster.local"
     dns.until(name, [ip])
     for second in start(apiserver, domain="other.local", upstreams=[("127.0.0.1", dns.dns.port)]):
-        assert second.answers(name) == [ip]
+        # Retried: a forward that times out on a loaded machine answers SERVFAIL.
+        second.until(name, [ip])
