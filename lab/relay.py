@@ -119,9 +119,9 @@ class NodeAPI:
     def node_server(self) -> str:
         return f"https://kubernetes:{self.relay.port}"
 
-    def kubeconfig_for_nodes(self, user: str) -> bytes:
-        """A kubeconfig for `user` with the server as nodes reach it."""
-        config = self.env.client_config(user=user, groups=())
+    def kubeconfig_for_nodes(self, user: str, groups: tuple[str, ...] = ()) -> bytes:
+        """A kubeconfig for `user` in `groups` with the server as nodes reach it."""
+        config = self.env.client_config(user=user, groups=groups)
         assert config.ca_data and config.client_cert_data and config.client_key_data
         with tempfile.TemporaryDirectory() as tmp:
             path = write_kubeconfig(
@@ -135,8 +135,11 @@ class NodeAPI:
             )
             return path.read_bytes()
 
-    def install(self, node: Node, path: str, user: str = AGENT_USER) -> None:
-        """Point `node` at the apiserver: /etc/hosts and a kubeconfig for `user` at `path`."""
+    def install(
+        self, node: Node, path: str, user: str = AGENT_USER, groups: tuple[str, ...] = ()
+    ) -> None:
+        """Point `node` at the apiserver: /etc/hosts and a kubeconfig at `path` for `user`
+        in `groups` (a kubelet: `system:node:<name>` in `system:nodes`)."""
         entry = f"{self.relay.host} kubernetes"
         node.sh(f"grep -qx '{entry}' /etc/hosts || echo '{entry}' >> /etc/hosts")
-        node.write_file(path, self.kubeconfig_for_nodes(user))
+        node.write_file(path, self.kubeconfig_for_nodes(user, groups))
