@@ -28,6 +28,17 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
                                    the serving certificate; without them a self-signed
                                    one is made in --cert-dir (a temporary directory if
                                    not given), as kube-controller-manager does
+    --allocate-node-cidrs, --cluster-cidr CIDR, --node-cidr-mask-size N
+                                   node IPAM (off unless allocating; /24 per node)
+    --node-monitor-grace-period, --node-startup-grace-period
+                                   node lifecycle (40s, 60s)
+    --cluster-signing-cert-file, --cluster-signing-key-file, --cluster-signing-duration
+                                   the CSR signer's CA (off without it) and validity (1y)
+    --max-endpoints-per-slice N    100
+    --resource-quota-sync-period   5m
+    --concurrent-{endpoint,service-endpoint,job,cron-job,resource-quota}-syncs N   5
+    --job-pod-failure-backoff      kubelab's own: 10s, Kubernetes' fixed back-off
+                                   before a Job replaces a failed pod (tests shorten it)
     -v N                           4 and more: debug logs
 
 Controllers (`--controllers` also takes their older names in parentheses):
@@ -35,7 +46,16 @@ garbage-collector-controller (garbagecollector), namespace-controller (namespace
 serviceaccount-controller (serviceaccount), root-ca-certificate-publisher-controller
 (root-ca-cert-publisher), replicaset-controller (replicaset),
 replicationcontroller-controller (replicationcontroller), deployment-controller
-(deployment), statefulset-controller (statefulset) and daemonset-controller (daemonset).
+(deployment), statefulset-controller (statefulset), daemonset-controller (daemonset),
+node-ipam-controller (nodeipam), endpoints-controller
+(endpoint), endpointslice-controller (endpointslice), endpointslice-mirroring-controller
+(endpointslicemirroring), node-lifecycle-controller
+(nodelifecycle), taint-eviction-controller (taint-eviction),
+certificatesigningrequest-approving-controller (csrapproving),
+certificatesigningrequest-signing-controller (csrsigning), token-cleaner-controller
+(tokencleaner), job-controller (job), ttl-after-finished-controller
+(ttl-after-finished), cronjob-controller (cronjob), resourcequota-controller
+(resourcequota) and disruption-controller (disruption).
 
 Leadership. Several controller-managers may run for availability, but only the holder
 of the Lease kube-system/kube-controller-manager runs controllers: two garbage
@@ -61,7 +81,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import signal
 import socket
 import ssl
@@ -69,7 +88,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -80,14 +99,25 @@ from kubelab.client import (
     RestClient,
     load_config,
 )
+from kubelab.flags import duration, flag_bool
 from kubelab.serving import HealthServer, serving_context
 
 from . import (
+    certificates,
+    cronjob,
     daemonset,
     deployment,
+    disruption,
+    endpoints,
+    endpointslice,
+    endpointslicemirroring,
     garbagecollector,
+    job,
     namespace,
+    nodeipam,
+    nodelifecycle,
     replicaset,
+    resourcequota,
     serviceaccounts,
     statefulset,
 )
@@ -106,8 +136,30 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     deployment.NAME: deployment.DeploymentController,
     statefulset.NAME: statefulset.StatefulSetController,
     daemonset.NAME: daemonset.DaemonSetController,
+    nodeipam.NAME: nodeipam.NodeIpamController,
+    endpoints.NAME: endpoints.EndpointsController,
+    endpointslice.NAME: endpointslice.EndpointSliceController,
+    endpointslicemirroring.NAME: endpointslicemirroring.EndpointSliceMirroringController,
+    nodelifecycle.NAME: nodelifecycle.NodeLifecycleController,
+    nodelifecycle.TAINT_EVICTION: nodelifecycle.TaintEvictionController,
+    certificates.APPROVING: certificates.CSRApprovingController,
+    certificates.SIGNING: certificates.CSRSigningController,
+    certificates.TOKEN_CLEANER: certificates.TokenCleaner,
+    job.NAME: job.JobController,
+    job.TTL_AFTER_FINISHED: job.TTLAfterFinishedController,
+    cronjob.NAME: cronjob.CronJobController,
+    resourcequota.NAME: resourcequota.ResourceQuotaController,
+    disruption.NAME: disruption.DisruptionController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
+
+SETTINGS_CHECKS: dict[str, Callable[[argparse.Namespace], bool]] = {
+    nodeipam.NAME: nodeipam.check_settings,
+    certificates.SIGNING: certificates.check_signing_settings,
+}
+"""For controllers with flags of their own: whether the flags let the controller run
+(Kubernetes skips node IPAM without --allocate-node-cidrs); a ValueError saying what to
+fix if they are wrong."""
 
 ALIASES = {
     "garbagecollector": garbagecollector.NAME,
@@ -119,6 +171,20 @@ ALIASES = {
     "deployment": deployment.NAME,
     "statefulset": statefulset.NAME,
     "daemonset": daemonset.NAME,
+    "nodeipam": nodeipam.NAME,
+    "endpoint": endpoints.NAME,
+    "endpointslice": endpointslice.NAME,
+    "endpointslicemirroring": endpointslicemirroring.NAME,
+    "nodelifecycle": nodelifecycle.NAME,
+    "taint-eviction": nodelifecycle.TAINT_EVICTION,
+    "csrapproving": certificates.APPROVING,
+    "csrsigning": certificates.SIGNING,
+    "tokencleaner": certificates.TOKEN_CLEANER,
+    "job": job.NAME,
+    "ttl-after-finished": job.TTL_AFTER_FINISHED,
+    "cronjob": cronjob.NAME,
+    "resourcequota": resourcequota.NAME,
+    "disruption": disruption.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -151,25 +217,14 @@ def enabled_controllers(spec: str) -> list[str]:
     return [name for name in CONTROLLERS if chosen.get(name, wildcard)]
 
 
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_SECONDS_PER = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def duration(text: str) -> float:
-    """A duration as Go writes it ("15s", "1m30s", "500ms"), in seconds."""
-    if not _DURATION.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 15s or 1m30s")
-    return sum(float(n) * _SECONDS_PER[unit] for n, unit in _DURATION_PART.findall(text))
-
-
-def flag_bool(text: str) -> bool:
-    """A boolean flag's value, spelled as Go's flag package accepts it."""
-    if text in ("1", "t", "T", "true", "TRUE", "True"):
-        return True
-    if text in ("0", "f", "F", "false", "FALSE", "False"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+def runnable_controllers(args: argparse.Namespace) -> tuple[str, ...]:
+    """The controllers `--controllers` enables, less those their flags switch off
+    (`SETTINGS_CHECKS`, which also raise ValueError for wrong flags)."""
+    return tuple(
+        name
+        for name in enabled_controllers(args.controllers)
+        if name not in SETTINGS_CHECKS or SETTINGS_CHECKS[name](args)
+    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -199,6 +254,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tls-cert-file", type=Path)
     p.add_argument("--tls-private-key-file", type=Path)
     p.add_argument("--cert-dir", type=Path)
+    # Node IPAM, node lifecycle, endpoints, certificates, jobs, quota.
+    p.add_argument("--allocate-node-cidrs", type=flag_bool, nargs="?", const=True, default=False)
+    p.add_argument("--cluster-cidr", type=nodeipam.cluster_cidr)
+    p.add_argument("--node-cidr-mask-size", type=int)
+    p.add_argument("--node-monitor-grace-period", type=duration, default=40.0)
+    p.add_argument("--node-startup-grace-period", type=duration, default=60.0)
+    p.add_argument("--cluster-signing-cert-file", type=Path)
+    p.add_argument("--cluster-signing-key-file", type=Path)
+    p.add_argument(
+        "--cluster-signing-duration", type=duration, default=certificates.DEFAULT_DURATION
+    )
+    p.add_argument("--concurrent-job-syncs", type=int, default=5)
+    p.add_argument("--concurrent-cron-job-syncs", type=int, default=5)
+    # kubelab's own, for tests: Kubernetes waits 10s before replacing a failed pod.
+    p.add_argument("--job-pod-failure-backoff", type=duration, default=job.POD_FAILURE_BACKOFF)
+    p.add_argument("--concurrent-resource-quota-syncs", type=int, default=5)
+    p.add_argument(
+        "--resource-quota-sync-period", type=duration, default=resourcequota.DEFAULT_SYNC_PERIOD
+    )
+    p.add_argument("--concurrent-endpoint-syncs", type=int, default=5)
+    p.add_argument("--concurrent-service-endpoint-syncs", type=int, default=5)
+    p.add_argument(
+        "--max-endpoints-per-slice", type=int, default=endpointslice.MAX_ENDPOINTS_PER_SLICE
+    )
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
     return p.parse_args(argv)
 
@@ -213,6 +292,8 @@ class Options:
     """Workers per controller; 1 for those not listed."""
     qps: float
     burst: int
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+    """The command line, for the flags controllers read themselves."""
 
 
 class ControllerManager:
@@ -236,7 +317,12 @@ class ControllerManager:
         )
         informers = InformerFactory(informer_client)
         ctx = ControllerContext(
-            self._config, informers, root_ca=opts.root_ca, qps=opts.qps, burst=opts.burst
+            self._config,
+            informers,
+            root_ca=opts.root_ca,
+            qps=opts.qps,
+            burst=opts.burst,
+            args=opts.args,
         )
         try:
             controllers = [CONTROLLERS[name](ctx) for name in opts.controllers]
@@ -362,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = load_config(args.kubeconfig)
-        controllers = tuple(enabled_controllers(args.controllers))
+        controllers = runnable_controllers(args)
         root_ca = _root_ca(args.root_ca_file, config)
         if not root_ca and serviceaccounts.ROOT_CA_PUBLISHER in controllers:
             raise ValueError(
@@ -380,9 +466,15 @@ def main(argv: list[str] | None = None) -> int:
                 deployment.NAME: args.concurrent_deployment_syncs,
                 statefulset.NAME: args.concurrent_statefulset_syncs,
                 daemonset.NAME: args.concurrent_daemonset_syncs,
+                endpoints.NAME: args.concurrent_endpoint_syncs,
+                job.NAME: args.concurrent_job_syncs,
+                cronjob.NAME: args.concurrent_cron_job_syncs,
+                resourcequota.NAME: args.concurrent_resource_quota_syncs,
+                endpointslice.NAME: args.concurrent_service_endpoint_syncs,
             },
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,
+            args=args,
         )
     except (KubeconfigError, ValueError) as exc:
         log.error("%s", exc)
