@@ -192,7 +192,7 @@ class CronJobController:
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
         self._clock = clock
         self._client = ctx.client_for(NAME)
-        self._events = EventRecorder(self._client, "cronjob-controller", clock)
+        self._events = EventRecorder(self._client, "cronjob-controller", clock=clock)
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
         self._cronjobs = ctx.informers.informer(CRONJOBS)
         self._jobs = ctx.informers.informer(JOBS)
@@ -216,7 +216,8 @@ class CronJobController:
                 self.queue.add(f"{last['metadata'].get('namespace')}/{ref.get('name')}")
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        with self._events:
+            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
 
     def sync(self, key: str) -> SyncResult:
         cronjob = self._cronjobs.indexer.get(key)

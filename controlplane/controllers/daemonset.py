@@ -56,7 +56,7 @@ from kubelab.client import (
     object_key,
     resource_for,
 )
-from kubelab.client.events import NORMAL, WARNING, EventRecorder
+from kubelab.client.record import NORMAL, WARNING, EventRecorder
 
 from . import podcontrol as pc
 from .base import ControllerContext, SyncError, SyncResult, Workers, controller_logger
@@ -200,11 +200,8 @@ class DaemonSetController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        self._events.start()
-        try:
+        with self._events:
             Workers(NAME, self.queue, self.sync, log).run(workers, stop)
-        finally:
-            self._events.stop()
 
     # -- handlers ------------------------------------------------------------------------
 

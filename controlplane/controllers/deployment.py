@@ -58,7 +58,7 @@ from kubelab.client import (
     object_key,
     resource_for,
 )
-from kubelab.client.events import NORMAL, EventRecorder
+from kubelab.client.record import NORMAL, EventRecorder
 
 from . import deploymentutil as du
 from . import podcontrol as pc
@@ -106,11 +106,8 @@ class DeploymentController:
         self._pods.add_event_handler(on_delete=self._pod_deleted)
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        self._events.start()
-        try:
+        with self._events:
             Workers(NAME, self.queue, self.sync, log).run(workers, stop)
-        finally:
-            self._events.stop()
 
     # -- handlers ------------------------------------------------------------------------
 

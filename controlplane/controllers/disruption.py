@@ -163,7 +163,7 @@ class DisruptionController:
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
         self._clock = clock
         self._client: RestClient = ctx.client_for(NAME)
-        self._events = EventRecorder(self._client, "controllermanager", clock)
+        self._events = EventRecorder(self._client, "controllermanager", clock=clock)
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
         self._budgets = ctx.informers.informer(BUDGETS)
         self._pods = ctx.informers.informer(PODS)
@@ -179,7 +179,8 @@ class DisruptionController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        with self._events:
+            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
 
     def _budget_changed(self, budget: Object) -> None:
         self.queue.add(object_key(budget))

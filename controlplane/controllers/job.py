@@ -161,7 +161,7 @@ class JobController:
             getattr(ctx.args, "job_pod_failure_backoff", POD_FAILURE_BACKOFF) or 0.0
         )
         self._client = ctx.client_for(NAME)
-        self._events = EventRecorder(self._client, "job-controller", clock)
+        self._events = EventRecorder(self._client, "job-controller", clock=clock)
         self._expectations = Expectations()
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
         self._jobs = ctx.informers.informer(JOBS)
@@ -181,7 +181,8 @@ class JobController:
         self._failures_seen: dict[str, tuple[int, float]] = {}
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        with self._events:
+            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
 
     def _job_changed(self, job: Object) -> None:
         self.queue.add(object_key(job))

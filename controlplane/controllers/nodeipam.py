@@ -200,7 +200,8 @@ class NodeIpamController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        with self._events:
+            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
 
     def _node_seen(self, node: Object) -> None:
         cidr = node_pod_cidr(node)

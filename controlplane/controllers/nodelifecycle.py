@@ -169,7 +169,7 @@ class NodeLifecycleController:
         self._settings = Settings.from_args(ctx.args)
         self._clock = clock
         self._client = ctx.client_for(NAME)
-        self._events = EventRecorder(self._client, "node-controller", clock)
+        self._events = EventRecorder(self._client, "node-controller", clock=clock)
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
         self._lock = threading.Lock()
         # node -> (what was last heard: lease renewTime and Ready heartbeat, when).
@@ -189,7 +189,8 @@ class NodeLifecycleController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        with self._events:
+            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
 
     def _node_changed(self, node: Object | DeletedFinalStateUnknown) -> None:
         self.queue.add(object_key(node))
@@ -299,7 +300,7 @@ class TaintEvictionController:
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
         self._clock = clock
         self._client = ctx.client_for(TAINT_EVICTION)
-        self._events = EventRecorder(self._client, "taint-eviction-controller", clock)
+        self._events = EventRecorder(self._client, "taint-eviction-controller", clock=clock)
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
         self._nodes = ctx.informers.informer(NODES)
         self._pods = ctx.informers.informer(PODS)
@@ -314,7 +315,8 @@ class TaintEvictionController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(TAINT_EVICTION, self.queue, self.sync, eviction_log).run(workers, stop)
+        with self._events:
+            Workers(TAINT_EVICTION, self.queue, self.sync, eviction_log).run(workers, stop)
 
     @staticmethod
     def _no_execute(node: Object | None) -> list[dict[str, Any]]:

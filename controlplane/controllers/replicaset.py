@@ -45,7 +45,7 @@ from kubelab.client import (
     object_key,
     resource_for,
 )
-from kubelab.client.events import NORMAL, WARNING, EventRecorder
+from kubelab.client.record import NORMAL, WARNING, EventRecorder
 
 from . import podcontrol as pc
 from .base import ControllerContext, SyncError, SyncResult, Workers, controller_logger
@@ -157,11 +157,8 @@ class ReplicaSetController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        self._events.start()
-        try:
+        with self._events:
             Workers(self.name, self.queue, self.sync, self._log).run(workers, stop)
-        finally:
-            self._events.stop()
 
     # -- handlers ------------------------------------------------------------------------
 

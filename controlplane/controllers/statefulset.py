@@ -48,7 +48,7 @@ from kubelab.client import (
     object_key,
     resource_for,
 )
-from kubelab.client.events import NORMAL, WARNING, EventRecorder
+from kubelab.client.record import NORMAL, WARNING, EventRecorder
 
 from . import podcontrol as pc
 from .base import ControllerContext, SyncResult, Workers, controller_logger
@@ -113,11 +113,8 @@ class StatefulSetController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        self._events.start()
-        try:
+        with self._events:
             Workers(NAME, self.queue, self.sync, log).run(workers, stop)
-        finally:
-            self._events.stop()
 
     # -- handlers ------------------------------------------------------------------------
 

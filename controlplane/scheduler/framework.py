@@ -405,7 +405,7 @@ class Handle(Protocol):
 
     @property
     def recorder(self) -> Any:
-        """The `kubelab.client.events.EventRecorder` Events go through."""
+        """The `kubelab.client.record.EventRecorder` Events go through."""
         ...
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status: ...

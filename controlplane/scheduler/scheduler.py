@@ -38,7 +38,7 @@ from kubelab.client import (
     SharedInformer,
     resource_for,
 )
-from kubelab.client.events import NORMAL, WARNING, EventRecorder
+from kubelab.client.record import NORMAL, WARNING, EventRecorder
 
 from . import queue as q
 from .cache import Cache
@@ -170,7 +170,7 @@ class Scheduler:
         self.metrics = metrics
         self.cache = Cache()
         self.nominator = Nominator()
-        self.recorder = EventRecorder(event_client or client, "default-scheduler", identity)
+        self.recorder = EventRecorder(event_client or client, "default-scheduler", host=identity)
         self.frameworks: dict[str, Framework] = {}
         for profile in config.profiles:
             handle = _Handle(self)

@@ -1,6 +1,7 @@
 """Events as components record them, against the real apiserver: one Event per thing
 said about an object, its count raised when it is said again; cluster-scoped objects'
-Events in "default"; a failure to record never reaches the caller."""
+Events in "default"; a failure to record never reaches the caller, nor does a full
+queue. Each test stops its recorder before looking: stopping writes what is queued."""
 
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ def test_repeats_count_on_the_first_event(
     cm = client.create(
         CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}, namespace
     )
-    recorder = EventRecorder(client, "test-controller")
-    for _ in range(3):
-        recorder.event(cm, WARNING, "Broken", "it broke")
-    recorder.event(cm, NORMAL, "Fixed", "it works")
+    with EventRecorder(client, "test-controller") as recorder:
+        for _ in range(3):
+            recorder.event(cm, WARNING, "Broken", "it broke")
+        recorder.event(cm, NORMAL, "Fixed", "it works")
     events = sorted(_events_about(admin, namespace, "c"), key=lambda e: str(e["reason"]))
     assert [(e["reason"], e["type"], e["count"]) for e in events] == [
         ("Broken", "Warning", 3),
@@ -45,7 +46,8 @@ def test_a_cluster_scoped_objects_events_go_to_default(
     name = f"rec-{uuid.uuid4().hex[:6]}"
     node = client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
     try:
-        EventRecorder(client, "node-controller").event(node, NORMAL, "Seen", f"Node {name} seen")
+        with EventRecorder(client, "node-controller") as recorder:
+            recorder.event(node, NORMAL, "Seen", f"Node {name} seen")
         (event,) = _events_about(admin, "default", name)
         assert event["message"] == f"Node {name} seen"
     finally:
@@ -58,9 +60,9 @@ def test_a_node_agents_events_name_the_host_and_the_part(
     cm = client.create(
         CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p"}}, namespace
     )
-    recorder = EventRecorder(client, "kubelet", host="node-1")
-    recorder.event(cm, NORMAL, "Pulled", "image present", field_path="spec.containers{web}")
-    recorder.event(cm, NORMAL, "Pulled", "image present", field_path="spec.containers{side}")
+    with EventRecorder(client, "kubelet", host="node-1") as recorder:
+        recorder.event(cm, NORMAL, "Pulled", "image present", field_path="spec.containers{web}")
+        recorder.event(cm, NORMAL, "Pulled", "image present", field_path="spec.containers{side}")
     events = _events_about(admin, namespace, "p")
     assert len(events) == 2, "one Event per part"
     assert events[0]["source"] == {"component": "kubelet", "host": "node-1"}
@@ -76,4 +78,13 @@ def test_a_failed_record_does_not_fail_the_caller(client: RestClient) -> None:
         "kind": "ConfigMap",
         "metadata": {"name": "x", "namespace": "no-such-ns", "uid": "u"},
     }
-    EventRecorder(client, "test").event(gone, NORMAL, "Anything", "is dropped")
+    with EventRecorder(client, "test") as recorder:
+        recorder.event(gone, NORMAL, "Anything", "is dropped")
+
+
+def test_a_full_queue_drops_new_events_without_blocking(client: RestClient) -> None:
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "q", "uid": "u"}}
+    recorder = EventRecorder(client, "test", capacity=1)  # not started: nothing drains it
+    recorder.event(cm, NORMAL, "First", "queued")
+    recorder.event(cm, NORMAL, "Second", "dropped")
+    assert recorder.dropped == 1
