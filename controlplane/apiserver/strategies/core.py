@@ -13,27 +13,9 @@
 
 from __future__ import annotations
 
+from kubelab.api.podutil import qos_class
+
 from .generic import Object, StatusResetStrategy, Strategy
-
-
-def qos_class(pod: Object) -> str:
-    """Guaranteed when every container has equal cpu and memory requests and limits,
-    BestEffort when none has any, Burstable otherwise."""
-    containers = pod.get("spec", {}).get("containers", []) + pod.get("spec", {}).get(
-        "initContainers", []
-    )
-    any_set, guaranteed = False, True
-    for c in containers:
-        res = c.get("resources", {})
-        req, lim = res.get("requests", {}) or {}, res.get("limits", {}) or {}
-        if req or lim:
-            any_set = True
-        for r in ("cpu", "memory"):
-            if r not in lim or req.get(r, lim[r]) != lim[r]:
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 class PodStrategy(Strategy):
