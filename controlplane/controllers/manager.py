@@ -95,8 +95,8 @@ from types import FrameType
 from kubelab.client import (
     ClientConfig,
     KubeconfigError,
-    LeaderElector,
     RestClient,
+    leaderelection,
     load_config,
 )
 from kubelab.flags import duration, flag_bool
@@ -360,76 +360,35 @@ class ControllerManager:
             informer_client.close()
 
 
-class _Term:
-    """One campaign's callbacks: `over` is set when its controllers have stopped, `led`
-    when it had the lease (the elector calls on_stopped_leading only then), `failed` if
-    the controllers could not be run. The elector ends the term, and releases the lease,
-    only once `lead` has returned."""
-
-    def __init__(self, manager: ControllerManager) -> None:
-        self._manager = manager
-        self.led = threading.Event()
-        self.over = threading.Event()
-        self.failed = False
-
-    def lead(self, leading: threading.Event) -> None:
-        try:
-            self._manager.run(leading)
-        except Exception:
-            self.failed = True
-            raise
-        finally:
-            self.over.set()
-
-
 def run_with_leader_election(
     manager: ControllerManager,
     config: ClientConfig,
     args: argparse.Namespace,
     stop: threading.Event,
 ) -> int:
-    """Campaign, lead, and campaign again after a lost lease, until `stop` is set; the
-    exit status."""
+    """Campaign, lead, and campaign again after a lost lease, until `stop` is set
+    (`kubelab.client.leaderelection.campaign`); the exit status."""
     identity = f"{socket.gethostname()}_{uuid.uuid4()}"
-    lease = f"{args.leader_elect_resource_namespace}/{args.leader_elect_resource_name}"
     # A client of its own, whose requests time out well within the renew deadline, and
     # whose rate limit busy controllers cannot use up.
-    client = RestClient(
+    with RestClient(
         config,
         user_agent="kube-controller-manager/leader-election",
         timeout=args.leader_elect_renew_deadline / 4,
         max_retries=0,
-    )
-    try:
-        while not stop.is_set():
-            term = _Term(manager)
-            elector = LeaderElector(
-                client,
-                name=args.leader_elect_resource_name,
-                namespace=args.leader_elect_resource_namespace,
-                identity=identity,
-                on_started_leading=term.lead,
-                on_stopped_leading=term.led.set,
-                lease_duration=args.leader_elect_lease_duration,
-                renew_deadline=args.leader_elect_renew_deadline,
-                retry_period=args.leader_elect_retry_period,
-                stop_timeout=TERM_STOP_TIMEOUT,
-            )
-            log.info("campaigning for the lease %s as %s", lease, identity)
-            elector.run(stop)
-            if not term.led.is_set():
-                continue
-            if not term.over.wait(TERM_STOP_TIMEOUT):
-                log.error("the controllers did not stop within %gs; exiting", TERM_STOP_TIMEOUT)
-                return 1
-            if term.failed:
-                log.error("the controllers failed; exiting")
-                return 1
-            if not stop.is_set():
-                log.warning("lost the lease %s; the controllers have stopped", lease)
-    finally:
-        client.close()
-    return 0
+    ) as client:
+        return leaderelection.campaign(
+            client,
+            name=args.leader_elect_resource_name,
+            namespace=args.leader_elect_resource_namespace,
+            identity=identity,
+            new_term=lambda: leaderelection.Term(manager.run),
+            stop=stop,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+            stop_timeout=TERM_STOP_TIMEOUT,
+        )
 
 
 def _root_ca(path: Path | None, config: ClientConfig) -> bytes:

@@ -55,7 +55,8 @@ from types import FrameType
 from typing import Any
 
 from kubelab import pki
-from kubelab.client import ClientConfig, KubeconfigError, LeaderElector, RestClient, load_config
+from kubelab.client import ClientConfig, KubeconfigError, RestClient, leaderelection, load_config
+from kubelab.client.leaderelection import Term
 from kubelab.flags import duration, flag_bool
 
 from .config import ConfigError, SchedulerConfig, load
@@ -197,41 +198,27 @@ def serve_health(
     return server
 
 
-class Term:
-    """One term of leadership: a fresh Scheduler run until leadership ends."""
+def new_term_maker(
+    client: RestClient,
+    event_client: RestClient,
+    config: SchedulerConfig,
+    metrics: Metrics,
+    identity: str,
+    bind_workers: int,
+) -> Callable[[], Term]:
+    """What each term of leadership runs: a fresh Scheduler until leadership ends."""
 
-    def __init__(
-        self,
-        client: RestClient,
-        event_client: RestClient,
-        config: SchedulerConfig,
-        metrics: Metrics,
-        identity: str,
-        bind_workers: int,
-    ) -> None:
-        self.args = (client, config, metrics)
-        self.event_client = event_client
-        self.identity = identity
-        self.bind_workers = bind_workers
-        self.led = threading.Event()
-        self.failed = False
-
-    def lead(self, leading: threading.Event) -> None:
-        client, config, metrics = self.args
-        self.led.set()
-        scheduler = Scheduler(
+    def schedule(leading: threading.Event) -> None:
+        Scheduler(
             client,
             config,
             metrics,
-            event_client=self.event_client,
-            bind_workers=self.bind_workers,
-            identity=self.identity,
-        )
-        try:
-            scheduler.run(leading)
-        except Exception:
-            self.failed = True
-            log.exception("the scheduler failed")
+            event_client=event_client,
+            bind_workers=bind_workers,
+            identity=identity,
+        ).run(leading)
+
+    return lambda: Term(schedule)
 
 
 def campaign(
@@ -241,43 +228,30 @@ def campaign(
     new_term: Callable[[], Term],
     stop: threading.Event,
 ) -> int:
-    """Campaign, lead, and campaign again after a lost lease, until `stop` is set; the
-    exit status (1 if scheduling failed)."""
-    lease = f"{settings.lease_namespace}/{settings.lease_name}"
+    """Campaign, lead, and campaign again after a lost lease, until `stop` is set
+    (`kubelab.client.leaderelection.campaign`); the exit status (1 if scheduling
+    failed)."""
     # A client of its own, whose requests time out within the renew deadline, leaving
     # time for a second attempt: an apiserver that answers in seconds under load should
     # not cost the lease.
-    election_client = RestClient(
+    with RestClient(
         client_config,
         user_agent="kube-scheduler/leader-election",
         timeout=settings.renew_deadline / 2.5,
         max_retries=0,
-    )
-    try:
-        while not stop.is_set():
-            term = new_term()
-            elector = LeaderElector(
-                election_client,
-                name=settings.lease_name,
-                namespace=settings.lease_namespace,
-                identity=identity,
-                on_started_leading=term.lead,
-                on_stopped_leading=lambda: None,
-                on_new_leader=lambda who: log.info("the leader of %s is %s", lease, who),
-                lease_duration=settings.lease_duration,
-                renew_deadline=settings.renew_deadline,
-                retry_period=settings.retry_period,
-                stop_timeout=STOP_TIMEOUT,
-            )
-            log.info("campaigning for the lease %s as %s", lease, identity)
-            elector.run(stop)
-            if term.failed:
-                return 1
-            if term.led.is_set() and not stop.is_set():
-                log.warning("leaderelection lost: %s is no longer ours; campaigning again", lease)
-    finally:
-        election_client.close()
-    return 0
+    ) as election_client:
+        return leaderelection.campaign(
+            election_client,
+            name=settings.lease_name,
+            namespace=settings.lease_namespace,
+            identity=identity,
+            new_term=new_term,
+            stop=stop,
+            lease_duration=settings.lease_duration,
+            renew_deadline=settings.renew_deadline,
+            retry_period=settings.retry_period,
+            stop_timeout=STOP_TIMEOUT,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,8 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     event_client = RestClient(client_config, user_agent=ua + "events", qps=settings.qps)
 
-    def new_term() -> Term:
-        return Term(client, event_client, config, metrics, identity, args.bind_workers)
+    new_term = new_term_maker(client, event_client, config, metrics, identity, args.bind_workers)
 
     ready.set()
     log.info(

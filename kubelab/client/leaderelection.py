@@ -320,3 +320,81 @@ class LeaderElector:
             self._observe(self._client.update(LEASES, released))
         except Exception as exc:
             log.warning("could not release lease %s/%s: %s", self.namespace, self.name, exc)
+
+
+class Term:
+    """One term of leadership of a component that campaigns again in-process after a
+    lost lease (`campaign`): `work(leading)` runs while the lease is ours and must return
+    once `leading` is set. `led` is set once the lease was ours (when the work starts, or
+    by the elector when the term ends: it may end one before the work's thread began),
+    `over` when the work has returned, `failed` if it raised."""
+
+    def __init__(self, work: Callable[[threading.Event], None]) -> None:
+        self._work = work
+        self.led = threading.Event()
+        self.over = threading.Event()
+        self.failed = False
+
+    def lead(self, leading: threading.Event) -> None:
+        """Run the work (the elector's `on_started_leading`); its failure is logged and
+        recorded, never raised: the term ends either way."""
+        self.led.set()
+        try:
+            self._work(leading)
+        except Exception:
+            self.failed = True
+            log.exception("the work of this term failed")
+        finally:
+            self.over.set()
+
+
+def campaign(
+    client: RestClient,
+    *,
+    name: str,
+    namespace: str,
+    identity: str,
+    new_term: Callable[[], Term],
+    stop: threading.Event,
+    lease_duration: float = LEASE_DURATION,
+    renew_deadline: float = RENEW_DEADLINE,
+    retry_period: float = RETRY_PERIOD,
+    stop_timeout: float,
+) -> int:
+    """Campaign for the Lease `namespace/name`, lead a `new_term()`, and campaign again
+    after a lost lease, until `stop` is set; the exit status: 0, or 1 if a term's work
+    failed or did not stop within `stop_timeout` (the process must not run a second
+    term beside it).
+
+    kube-scheduler and kube-controller-manager exit when they lose their lease and count
+    on a supervisor to start them again; a local control plane has none, so both
+    components campaign again in-process, each term starting from scratch. `client`
+    must time out well within `renew_deadline` (module docstring)."""
+    lease = f"{namespace}/{name}"
+    while not stop.is_set():
+        term = new_term()
+        elector = LeaderElector(
+            client,
+            name=name,
+            namespace=namespace,
+            identity=identity,
+            on_started_leading=term.lead,
+            on_stopped_leading=term.led.set,
+            lease_duration=lease_duration,
+            renew_deadline=renew_deadline,
+            retry_period=retry_period,
+            stop_timeout=stop_timeout,
+        )
+        log.info("campaigning for the lease %s as %s", lease, identity)
+        elector.run(stop)
+        if not term.led.is_set():
+            continue
+        if not term.over.wait(stop_timeout):
+            log.error("the work of lease %s did not stop within %gs; exiting", lease, stop_timeout)
+            return 1
+        if term.failed:
+            log.error("the work of lease %s failed; exiting", lease)
+            return 1
+        if not stop.is_set():
+            log.warning("lost the lease %s; its work has stopped, campaigning again", lease)
+    return 0

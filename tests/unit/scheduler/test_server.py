@@ -13,6 +13,7 @@ from pathlib import Path
 from controlplane.scheduler import server
 from controlplane.scheduler.config import load
 from kubelab.client import RestClient, resource_for
+from kubelab.client.leaderelection import Term
 from lab.testenv import Environment
 
 LEASES = resource_for("coordination.k8s.io/v1", "Lease")
@@ -33,19 +34,14 @@ def test_flags_override_the_configuration_file(tmp_path: Path) -> None:
     assert settings.renew_deadline == 10.0
 
 
-class CountingTerm(server.Term):
+class CountingTerm(Term):
     """A term that only records that it led, and leads until its lease is lost."""
 
     terms: list[CountingTerm] = []
 
     def __init__(self) -> None:
-        self.led = threading.Event()
-        self.failed = False
+        super().__init__(lambda leading: leading.wait())
         CountingTerm.terms.append(self)
-
-    def lead(self, leading: threading.Event) -> None:
-        self.led.set()
-        leading.wait()
 
 
 def test_a_lost_lease_starts_a_new_term(apiserver: Environment) -> None:
