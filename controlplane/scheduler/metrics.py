@@ -5,9 +5,8 @@ per extension point, queue depths, preemption."""
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+__all__ = ["Metrics"]
 
 _LATENCY_BUCKETS = (
     0.0001,
@@ -81,6 +80,3 @@ class Metrics:
             buckets=(1, 2, 4, 8, 16),
             registry=r,
         )
-
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)

@@ -33,20 +33,19 @@ local control plane has no supervisor, so this scheduler campaigns again in-proc
 and a new term builds a new Scheduler (informers, cache, queue): nothing of the lost
 term carries over.
 
-Departure: the HTTPS endpoints need no authentication here (kube-scheduler delegates
-/metrics' authorization to the apiserver); they carry no secrets.
+/healthz, /readyz and /metrics are served over HTTPS by `kubelab.serving`, as the
+controller-manager's are (departure: no authentication, kube-scheduler delegates
+/metrics' authorization to the apiserver; they carry no secrets).
 """
 
 from __future__ import annotations
 
 import argparse
-import http.server
 import logging
 import signal
 import socket
 import ssl
 import sys
-import tempfile
 import threading
 import uuid
 from collections.abc import Callable
@@ -58,9 +57,10 @@ from kubelab import pki
 from kubelab.client import ClientConfig, KubeconfigError, RestClient, leaderelection, load_config
 from kubelab.client.leaderelection import Term
 from kubelab.flags import duration, flag_bool
+from kubelab.serving import HealthServer, serving_context
 
 from .config import ConfigError, SchedulerConfig, load
-from .metrics import CONTENT_TYPE_LATEST, Metrics
+from .metrics import Metrics
 from .scheduler import Scheduler
 
 log = logging.getLogger("kubelab.scheduler")
@@ -126,75 +126,28 @@ class Settings:
         self.burst = int(pick(args.kube_api_burst, "burst", 100, cc))
 
 
-class _HealthHandler(http.server.BaseHTTPRequestHandler):
-    server: _HealthServer
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path in ("/healthz", "/livez"):
-            self._reply(200, b"ok", "text/plain")
-        elif path == "/readyz":
-            ready = self.server.ready.is_set()
-            self._reply(200 if ready else 503, b"ok" if ready else b"not ready", "text/plain")
-        elif path == "/metrics":
-            self._reply(200, self.server.metrics.exposition(), CONTENT_TYPE_LATEST)
-        else:
-            self._reply(404, b"404 page not found", "text/plain")
-
-    def _reply(self, code: int, body: bytes, content_type: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-
-class _HealthServer(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], metrics: Metrics, ready: threading.Event) -> None:
-        super().__init__(address, _HealthHandler)
-        self.metrics = metrics
-        self.ready = ready
-
-
-def _serving_context(args: argparse.Namespace) -> ssl.SSLContext:
-    """The serving certificate given, or one made in --cert-dir, signed by a CA of its
-    own (`kube-scheduler-ca.crt` there, for clients that want to verify it)."""
-    cert, key = args.tls_cert_file, args.tls_private_key_file
-    if cert is None or key is None:
-        directory = args.cert_dir or Path(tempfile.mkdtemp(prefix="kube-scheduler-"))
-        cert, key = directory / "kube-scheduler.crt", directory / "kube-scheduler.key"
-        if not cert.exists():
-            ca = pki.new_ca(f"kube-scheduler-ca@{socket.gethostname()}")
-            serving = pki.issue(
-                ca,
-                "kube-scheduler",
-                server=True,
-                dns_names=["localhost", socket.gethostname()],
-                ip_addresses=["127.0.0.1"],
-            )
-            pki.write_pair(serving, directory, "kube-scheduler")
-            pki.write_pair(ca, directory, "kube-scheduler-ca")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(str(cert), str(key))
-    return ctx
-
-
 def serve_health(
-    args: argparse.Namespace, metrics: Metrics, ready: threading.Event
-) -> _HealthServer | None:
+    args: argparse.Namespace, metrics: Metrics, ready: threading.Event, stop: threading.Event
+) -> HealthServer | None:
+    """The HTTPS endpoint (`kubelab.serving`; `--secure-port`, 0: none). Healthy while
+    the process runs; ready once set up (`ready`), whether or not it leads, until it is
+    stopping."""
     if args.secure_port == 0:
         return None
-    server = _HealthServer((args.bind_address, args.secure_port), metrics, ready)
-    ctx = _serving_context(args)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
-    log.info("serving /healthz, /readyz, /metrics on https://%s:%d", *server.server_address[:2])
+    context = serving_context(
+        args.tls_cert_file, args.tls_private_key_file, args.cert_dir, "kube-scheduler"
+    )
+    server = HealthServer(
+        (args.bind_address, args.secure_port),
+        context,
+        metrics.registry,
+        healthz={"ping": lambda: None},
+        readyz={
+            "started": lambda: None if ready.is_set() else "not set up yet",
+            "shutdown": lambda: "stopping" if stop.is_set() else None,
+        },
+    )
+    server.start()
     return server
 
 
@@ -282,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = Metrics()
     ready = threading.Event()
     try:
-        health = serve_health(args, metrics, ready)
+        health = serve_health(args, metrics, ready, stop)
     except (OSError, ssl.SSLError, pki.PKIError) as exc:
         log.error("cannot serve on %s:%d: %s", args.bind_address, args.secure_port, exc)
         return 2
@@ -313,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         client.close()
         event_client.close()
         if health is not None:
-            health.shutdown()
+            health.stop()
     log.info("stopped")
     return status
 
