@@ -32,7 +32,6 @@ import argparse  # noqa: E402
 import logging  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
-import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -42,6 +41,7 @@ from gevent.pywsgi import WSGIHandler, WSGIServer  # noqa: E402
 from OpenSSL import SSL  # noqa: E402
 
 from kubelab import gcpause  # noqa: E402
+from kubelab.process import configure_logging  # noqa: E402
 
 from .admission import Chain  # noqa: E402
 from .apiserver import APIServer, Config  # noqa: E402
@@ -236,11 +236,7 @@ def config_from(args: argparse.Namespace) -> Config:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.v >= 4 else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.v)
     config = config_from(args)
     server = APIServer(config)
     # The watch cache holds every object: keep full GC pauses short (kubelab.gcpause).

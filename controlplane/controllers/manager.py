@@ -81,7 +81,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
 import ssl
 import sys
@@ -90,7 +89,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 from kubelab.client import (
     ClientConfig,
@@ -100,6 +98,7 @@ from kubelab.client import (
     load_config,
 )
 from kubelab.flags import duration, flag_bool
+from kubelab.process import configure_logging, stop_on_signals
 from kubelab.serving import HealthServer, serving_context
 
 from . import (
@@ -401,10 +400,7 @@ def _root_ca(path: Path | None, config: ClientConfig) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.v >= 4 else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.v)
     try:
         config = load_config(args.kubeconfig)
         controllers = runnable_controllers(args)
@@ -442,14 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot read %s: %s", exc.filename, exc.strerror)
         return 2
 
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("%s: stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals(log)
     log.info("controllers: %s; apiserver %s", ", ".join(options.controllers), config.server)
     metrics = ManagerMetrics()
     try:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
 import ssl
 import sys
@@ -50,13 +49,13 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from kubelab import pki
 from kubelab.client import ClientConfig, KubeconfigError, RestClient, leaderelection, load_config
 from kubelab.client.leaderelection import Term
 from kubelab.flags import duration, flag_bool
+from kubelab.process import configure_logging, stop_on_signals
 from kubelab.serving import HealthServer, serving_context
 
 from .config import ConfigError, SchedulerConfig, load
@@ -209,10 +208,7 @@ def campaign(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.v >= 4 else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.v)
     try:
         config = load(args.config)
         settings = Settings(args, config)
@@ -224,14 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot read %s: %s", exc.filename, exc.strerror)
         return 2
 
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("%s: stopping", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals(log)
     metrics = Metrics()
     ready = threading.Event()
     try:
