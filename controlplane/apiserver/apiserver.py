@@ -24,8 +24,8 @@ from typing import Any
 from flask import Response, request
 
 from kubelab import fastjson, storeclient
-from kubelab.api import errors
-from kubelab.api.conversion import core_event_to_events_v1, events_v1_to_core_event
+from kubelab.api import errors, resources
+from kubelab.api.conversion import VIEWS
 from kubelab.api.resources import RESOURCES, Resource
 from kubelab.kvstore import KVStore
 
@@ -103,7 +103,7 @@ def _resource(name: str) -> Resource:
     those) or by plural.group ("deployments.apps")."""
     plural, _, group = name.partition(".")
     for r in RESOURCES:
-        if r.plural != plural or not r.stored:
+        if r.plural != plural or not r.stored or r.converted_from:
             continue
         if r.group == group if group else r.group in ("", "rbac.authorization.k8s.io"):
             return r
@@ -136,12 +136,11 @@ class APIServer:
         self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
         # Resources served from another's objects (events.k8s.io/v1 Events).
         self.views = {
-            r.group_resource: ConvertedView(
+            r.group_version + "/" + r.plural: ConvertedView(
                 self.registry,
                 r,
-                _resource(r.converted_from),
-                core_event_to_events_v1,
-                events_v1_to_core_event,
+                resources.by_group_resource(r.converted_from),
+                *VIEWS[r.api_version, r.kind],
             )
             for r in RESOURCES
             if r.converted_from
@@ -162,6 +161,11 @@ class APIServer:
         self.kubelets = kubelet.KubeletClient(config.kubelet_auth)
         self.audit = AuditLog(config.audit_log_path)
         self.bootstrapped = False
+
+    def registry_for(self, r: Resource) -> Registry | ConvertedView:
+        """What serves `r`'s verbs: the registry, or the conversion view for a resource
+        served from another's objects."""
+        return self.views.get(r.group_version + "/" + r.plural) or self.registry
 
     # -- cache lookups for the request chain ---------------------------------------------
 
