@@ -20,6 +20,9 @@ then validation, then the validating ones (`validate`):
   before taint-based eviction, unless they say otherwise.
 * NodeRestriction: a kubelet (``system:node:<name>``) may only write its own Node and Lease
   and pods bound to it (mirror pods included).
+* Priority: a pod's ``spec.priority`` and ``preemptionPolicy`` come from its
+  PriorityClass, or the global default one; one global default; system classes stay
+  (`priority`).
 
 Always on, as in Kubernetes' RBAC registry: nobody may create or change a Role, or bind
 one, granting permissions they do not hold themselves, unless they have the ``escalate``
@@ -40,6 +43,7 @@ from kubelab.api import errors, resources
 from kubelab.api.quantity import Quantity, parse_quantity
 from kubelab.api.resources import Resource
 
+from . import priority
 from .authn import UserInfo
 from .authz import MASTERS, NODE_PREFIX, NODES, Authorizer
 from .registry import Admission, Attributes
@@ -53,6 +57,7 @@ List = Callable[[str, str], list[Object]]
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 RBAC_GROUP = "rbac.authorization.k8s.io"
+PRIORITY_CLASSES = "priorityclasses.scheduling.k8s.io"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 _CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -67,6 +72,7 @@ class Chain(Admission):
         "DefaultTolerationSeconds",
         "NodeRestriction",
         "ResourceQuota",
+        "Priority",
     )
 
     def __init__(
@@ -94,6 +100,8 @@ class Chain(Admission):
     def admit(self, attrs: Attributes) -> None:
         if "NamespaceLifecycle" in self.plugins:
             self._namespace_lifecycle(attrs)
+        if "Priority" in self.plugins and attrs.resource.kind == "Pod":
+            priority.admit_pod(attrs, self._priority_classes)
         if attrs.operation != "CREATE" or attrs.subresource or attrs.object is None:
             return
         if attrs.resource.kind == "Pod":
@@ -106,6 +114,8 @@ class Chain(Admission):
 
     def validate(self, attrs: Attributes) -> None:
         self._rbac_escalation(attrs)
+        if "Priority" in self.plugins and attrs.resource.kind == "PriorityClass":
+            priority.validate_priority_class(attrs, self._priority_classes)
         if "NodeRestriction" in self.plugins:
             self._node_restriction(attrs)
         if (
@@ -127,6 +137,9 @@ class Chain(Admission):
             and attrs.resource.namespaced
         ):
             self._quota(attrs)
+
+    def _priority_classes(self) -> list[Object]:
+        return self.list_objects(PRIORITY_CLASSES, "")
 
     # -- plugins -------------------------------------------------------------------------
 

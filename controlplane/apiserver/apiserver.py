@@ -6,7 +6,9 @@ Start-up, as kube-apiserver's post-start hooks do it:
 1. connect to the store and fill the watch cache (list ``/registry/``, then watch);
 2. create what a cluster cannot work without, if missing: the namespaces ``default``,
    ``kube-system``, ``kube-public`` and ``kube-node-lease``; the RBAC bootstrap policy
-   (default ClusterRoles and bindings); the ``kubernetes`` Service (the first address of
+   (default ClusterRoles and bindings); the PriorityClasses ``system-cluster-critical``
+   and ``system-node-critical``; an Available APIService per group version; the
+   ``kubernetes`` Service (the first address of
    the service range) and its Endpoints, pointing at this apiserver.
 
 ``/readyz`` reports ready only after both; ``/livez`` only checks that the process can
@@ -29,7 +31,7 @@ from kubelab.api.conversion import VIEWS
 from kubelab.api.resources import RESOURCES, Resource
 from kubelab.kvstore import KVStore
 
-from . import authz, kubelet
+from . import apiservices, authz, kubelet, priority, strategy
 from .admission import SYSTEM_NAMESPACES, Chain
 from .audit import AuditLog
 from .authn import (
@@ -219,6 +221,9 @@ class APIServer:
                     "metadata": {"name": "default", "namespace": ns},
                 },
             )
+        for priority_class in priority.system_classes():
+            self._ensure(_resource("priorityclasses.scheduling.k8s.io"), "", priority_class)
+        self._register_local_apis()
         ip = self.allocator.kubernetes_ip()
         port = self.config.secure_port
         self._ensure(
@@ -291,6 +296,27 @@ class APIServer:
         except errors.StatusError as exc:
             if exc.code != 409:
                 raise
+
+    def _register_local_apis(self) -> None:
+        """An Available APIService for every group version served here (`apiservices`)."""
+        r = _resource("apiservices.apiregistration.k8s.io")
+        for service in apiservices.local_api_services():
+            name = service["metadata"]["name"]
+            self._ensure(r, "", service)
+            current = self.storage.get(r.key("", name)) or {}
+            if any(
+                c.get("type") == "Available" and c.get("status") == "True"
+                for c in (current.get("status") or {}).get("conditions") or []
+            ):
+                continue
+            self.registry.update_with(
+                r,
+                "",
+                name,
+                lambda obj: apiservices.available(obj, strategy.now_rfc3339()),
+                SYSTEM,
+                "status",
+            )
 
     def _reconcile_policy(self, r: Resource, wanted: dict[str, Any]) -> None:
         """Create a bootstrap role or binding, or add to it what this version's policy has

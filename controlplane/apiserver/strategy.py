@@ -35,6 +35,10 @@ _STATUS_RESET = {
     "CertificateSigningRequest",
     "PersistentVolume",
     "PersistentVolumeClaim",
+    "HorizontalPodAutoscaler",
+    "Ingress",
+    "VolumeAttachment",
+    "APIService",
 }
 _NO_GENERATION = {"Event", "Lease", "Endpoints", "EndpointSlice", "ConfigMap", "Secret"}
 

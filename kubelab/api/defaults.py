@@ -497,6 +497,8 @@ def _horizontal_pod_autoscaler(hpa: Object) -> None:
     """At least one replica; 80% CPU when no metric is given; a given behavior filled in
     direction by direction (autoscaling/v2 defaulting; v1 objects arrive converted)."""
     spec = _child(hpa, "spec")
+    # desiredReplicas is never omitted (v1 and v2), currentReplicas not in v1.
+    _status_counters(hpa, "currentReplicas", "desiredReplicas")
     if spec.get("minReplicas") is None:
         spec["minReplicas"] = 1
     if not spec.get("metrics"):

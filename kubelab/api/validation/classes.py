@@ -213,7 +213,7 @@ def validate_api_service(obj: dict[str, Any]) -> Errors:
     spec = mapping(obj.get("spec"))
     version, group = text(spec.get("version")), text(spec.get("group"))
     errors: Errors = []
-    expected = f"{version}.{group}" if group else version
+    expected = f"{version}.{group}"  # "v1." for the core group
     if name != expected:
         errors.append(
             invalid(METADATA_NAME, name, f'must be "{expected}" (spec.version.spec.group)')
