@@ -23,6 +23,9 @@ then validation, then the validating ones (`validate`):
 * Priority: a pod's ``spec.priority`` and ``preemptionPolicy`` come from its
   PriorityClass, or the global default one; one global default; system classes stay
   (`priority`).
+* MutatingAdmissionWebhook, ValidatingAdmissionWebhook: the webhooks of the
+  admissionregistration.k8s.io configurations, called over HTTPS last in each phase
+  (`webhooks`).
 
 Always on, as in Kubernetes' RBAC registry: nobody may create or change a Role, or bind
 one, granting permissions they do not hold themselves, unless they have the ``escalate``
@@ -48,6 +51,7 @@ from .authn import UserInfo
 from .authz import MASTERS, NODE_PREFIX, NODES, Authorizer
 from .registry import Admission, Attributes
 from .requestinfo import RequestInfo
+from .webhooks import Webhooks
 
 Object = dict[str, Any]
 Get = Callable[[str, str, str], Object | None]
@@ -73,6 +77,8 @@ class Chain(Admission):
         "NodeRestriction",
         "ResourceQuota",
         "Priority",
+        "MutatingAdmissionWebhook",
+        "ValidatingAdmissionWebhook",
     )
 
     def __init__(
@@ -91,6 +97,7 @@ class Chain(Admission):
         self.authorizer = authorizer
         self.plugins = plugins
         self.live_get = live_get or get
+        self.webhooks = Webhooks(list_objects, lambda name: self._lookup("namespaces", "", name))
 
     def _lookup(self, plural: str, namespace: str, name: str) -> Object | None:
         """From the cache, or from the store when the cache has not seen it yet: a
@@ -98,6 +105,11 @@ class Chain(Admission):
         return self.get(plural, namespace, name) or self.live_get(plural, namespace, name)
 
     def admit(self, attrs: Attributes) -> None:
+        self._admit_builtin(attrs)
+        if "MutatingAdmissionWebhook" in self.plugins:
+            self.webhooks.admit(attrs)
+
+    def _admit_builtin(self, attrs: Attributes) -> None:
         if "NamespaceLifecycle" in self.plugins:
             self._namespace_lifecycle(attrs)
         if "Priority" in self.plugins and attrs.resource.kind == "Pod":
@@ -137,6 +149,8 @@ class Chain(Admission):
             and attrs.resource.namespaced
         ):
             self._quota(attrs)
+        if "ValidatingAdmissionWebhook" in self.plugins:
+            self.webhooks.validate(attrs)
 
     def _priority_classes(self) -> list[Object]:
         return self.list_objects(PRIORITY_CLASSES, "")
