@@ -175,6 +175,8 @@ _PATCH_DIRECTIVES: dict[tuple[str, str], tuple[str, str]] = {
     ("ObjectMeta", "ownerReferences"): ("merge", "uid"),
     ("ObjectMeta", "finalizers"): ("merge", ""),
     ("DeploymentSpec", "strategy"): ("retainKeys", ""),
+    ("MutatingWebhookConfiguration", "webhooks"): ("merge", "name"),
+    ("ValidatingWebhookConfiguration", "webhooks"): ("merge", "name"),
 }
 
 

@@ -45,6 +45,8 @@ from kubelab.api.selectors import (
     selector_from_set,
 )
 
+from .negotiation import partial_object
+
 TABLE_API_VERSION = "meta.k8s.io/v1"
 INCLUDE_OBJECT_VALUES = ("None", "Metadata", "Object")
 
@@ -1429,11 +1431,7 @@ def _embedded(obj: Obj, include_object: str) -> Any:
         return None
     if include_object == "Object":
         return obj
-    return {
-        "apiVersion": TABLE_API_VERSION,
-        "kind": "PartialObjectMetadata",
-        "metadata": obj.get("metadata", {}),
-    }
+    return partial_object(obj)
 
 
 def to_table(
