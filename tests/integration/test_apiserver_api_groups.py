@@ -216,8 +216,8 @@ def test_priority_classes_and_the_priority_admission_plugin(
                 with pytest.raises(ApiException) as err:
                     scheduling.create_priority_class(body)
                 assert (
-                    f"PriorityClass {first} is already marked as default. Only one default can exist"
-                    in err.value.body
+                    f"PriorityClass {first} is already marked as default. "
+                    "Only one default can exist" in err.value.body
                 )
             else:
                 scheduling.create_priority_class(body)
