@@ -460,6 +460,12 @@ def _binding(binding: Object) -> None:
             subject["apiGroup"] = ""
 
 
+def _ingress(ingress: Object) -> None:
+    """Go writes the empty load balancer status (a struct is never omitted), which
+    controllers and `kubectl get -o yaml` show as `loadBalancer: {}`."""
+    _child(_child(ingress, "status"), "loadBalancer")
+
+
 def _network_policy(policy: Object) -> None:
     """Ingress is always isolated by a policy that names no types; Egress too when the
     policy has egress rules. Ports are TCP unless they say otherwise."""
@@ -589,6 +595,7 @@ _DEFAULTERS: dict[str, Callable[[Object], None]] = {
     "ResourceQuota": _resource_quota,
     "RoleBinding": _binding,
     "ClusterRoleBinding": _binding,
+    "Ingress": _ingress,
     "NetworkPolicy": _network_policy,
     "PriorityClass": _priority_class,
     "HorizontalPodAutoscaler": _horizontal_pod_autoscaler,

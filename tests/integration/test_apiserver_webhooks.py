@@ -320,3 +320,45 @@ def test_a_webhook_configuration_is_validated_and_defaulted(
     )
     table = _kubectl(apiserver, "get", "mutatingwebhookconfiguration", f"good-{namespace}")
     assert table.stdout.split("\n")[0].split() == ["NAME", "WEBHOOKS", "AGE"]
+
+
+def test_a_webhook_slower_than_its_timeout_fails_the_request(
+    apiserver: Environment,
+    namespace: str,
+    webhook_server: WebhookServer,
+    created: Callable[[Any], None],
+) -> None:
+    _label_namespace(apiserver, namespace)
+
+    def slow(request: Review) -> dict[str, Any]:
+        time.sleep(2)
+        return {"allowed": True}
+
+    webhook_server.answer = slow
+    client = {"url": webhook_server.url, "caBundle": webhook_server.ca_bundle}
+    created(
+        _configuration(
+            "ValidatingWebhookConfiguration",
+            f"slow-{namespace}",
+            namespace,
+            client,
+            timeoutSeconds=1,
+        )
+    )
+    started = time.monotonic()
+    failed = _until(
+        lambda: _kubectl(
+            apiserver,
+            "create",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            body=_config_map(f"cm-{time.monotonic_ns()}"),
+        ),
+        lambda done: done.returncode != 0,
+    )
+    assert failed.returncode != 0
+    assert "context deadline exceeded" in failed.stderr, failed.stderr
+    assert "?timeout=1s" in failed.stderr
+    assert time.monotonic() - started < 10
