@@ -37,7 +37,7 @@ from .authn import UserInfo
 from .handlers import json_response
 from .impersonation import PREFIX, impersonate
 from .negotiation import Form
-from .registry import DeleteOptions, EventStream, ListOptions, Registry, decode_body
+from .registry import DeleteOptions, EventStream, ListOptions, decode_body
 from .requestinfo import RequestInfo
 from .requestinfo import parse as parse_request
 from .watchcache import CacheNotReady
@@ -387,7 +387,7 @@ def _dispatch(
         )
     if verb == "patch":
         media = (request.content_type or "").split(";")[0].strip().lower()
-        if media == patch.APPLY_PATCH and isinstance(reg, Registry):
+        if media == patch.APPLY_PATCH:
             if not args.get("fieldManager"):
                 raise errors.bad_request(
                     "fieldManager is required for apply requests: name the applier "

@@ -479,3 +479,29 @@ def test_metadata_only_answers_and_406_for_protobuf_alone(
     assert "application/json" in refused["message"]
     status, fallback = _get(api, f"{path}/settings", f"{PROTOBUF}, application/json")
     assert status == 200 and fallback["data"]["big"].startswith("x")
+
+
+def test_autoscaling_v1_manifests_apply_client_and_server_side(
+    apiserver: Environment, namespace: str
+) -> None:
+    hpa: dict[str, Any] = {
+        "apiVersion": "autoscaling/v1",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "applied"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "maxReplicas": 3,
+            "targetCPUUtilizationPercentage": 50,
+        },
+    }
+    _ok(_kubectl(apiserver, "apply", "-n", namespace, "-f", "-", body=hpa))
+    hpa["spec"]["maxReplicas"] = 4
+    _ok(_kubectl(apiserver, "apply", "-n", namespace, "-f", "-", body=hpa))
+    hpa["metadata"]["name"] = "server-side"
+    _ok(_kubectl(apiserver, "apply", "--server-side", "-n", namespace, "-f", "-", body=hpa))
+    hpa["spec"]["targetCPUUtilizationPercentage"] = 65
+    _ok(_kubectl(apiserver, "apply", "--server-side", "-n", namespace, "-f", "-", body=hpa))
+    table = _ok(_kubectl(apiserver, "get", "hpa", "-n", namespace))
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
+    assert rows["applied"][2:7] == ["cpu:", "<unknown>/50%", "1", "4", "0"]
+    assert rows["server-side"][2:7] == ["cpu:", "<unknown>/65%", "1", "4", "0"]
