@@ -112,6 +112,12 @@ def _resource(name: str) -> Resource:
     raise KeyError(name)
 
 
+def _served_as(r: Resource) -> str:
+    """A served resource's key: versions of one group resource may be served apart
+    (autoscaling/v1 HPAs through a view, autoscaling/v2 from the registry)."""
+    return f"{r.group_version}/{r.plural}"
+
+
 class APIServer:
     def __init__(self, config: Config, client: KVStore | None = None) -> None:
         self.config = config
@@ -138,7 +144,7 @@ class APIServer:
         self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
         # Resources served from another's objects (events.k8s.io/v1 Events).
         self.views = {
-            r.group_version + "/" + r.plural: ConvertedView(
+            _served_as(r): ConvertedView(
                 self.registry,
                 r,
                 resources.by_group_resource(r.converted_from),
@@ -167,7 +173,7 @@ class APIServer:
     def registry_for(self, r: Resource) -> Registry | ConvertedView:
         """What serves `r`'s verbs: the registry, or the conversion view for a resource
         served from another's objects."""
-        return self.views.get(r.group_version + "/" + r.plural) or self.registry
+        return self.views.get(_served_as(r)) or self.registry
 
     # -- cache lookups for the request chain ---------------------------------------------
 
