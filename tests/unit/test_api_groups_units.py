@@ -144,3 +144,32 @@ def test_nothing_producible_is_406(accept: str, verb: str) -> None:
     with pytest.raises(errors.StatusError) as err:
         negotiation.negotiate(accept, verb)
     assert (err.value.code, err.value.reason) == (406, "NotAcceptable")
+
+
+def _hook(**selectors: Any) -> dict[str, Any]:
+    return {"rules": [_rule(resources=["configmaps"])], **selectors}
+
+
+@pytest.mark.parametrize(
+    ("hook", "matches"),
+    [
+        (_hook(), True),
+        (_hook(objectSelector={"matchLabels": {"app": "web"}}), True),
+        (_hook(objectSelector={"matchLabels": {"app": "db"}}), False),
+        (_hook(namespaceSelector={"matchLabels": {"team": "a"}}), True),
+        (
+            _hook(
+                namespaceSelector={
+                    "matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]
+                }
+            ),
+            False,
+        ),
+    ],
+)
+def test_webhook_selectors_match_the_object_and_its_namespace(
+    hook: dict[str, Any], matches: bool
+) -> None:
+    namespaces = {"ns": {"metadata": {"name": "ns", "labels": {"team": "a"}}}}
+    hooks = webhooks.Webhooks(lambda plural, ns: [], namespaces.get)
+    assert hooks._matches(hook, _attrs("configmaps")) is matches
