@@ -27,8 +27,9 @@ that cannot be called, times out or answers nonsense fails the request
 (``Ignore``). ``clientConfig.service`` is refused as a call failure with a message saying
 so: the apiserver has no route to cluster IPs until the pod network exists.
 
-Left out: ``reinvocationPolicy: IfNeeded`` (each mutating webhook is called once),
-webhook ``warnings`` and audit annotations, and sending the object in another version
+``reinvocationPolicy: IfNeeded`` calls a mutating webhook once more when a later
+webhook changed the object (built-in plugins are not run again). Left out: webhook
+``warnings`` and audit annotations, and sending the object in another version
 than the stored one (autoscaling/v1 HPA writes reach webhooks as autoscaling/v2).
 """
 
@@ -86,12 +87,26 @@ class Webhooks:
         self.get_namespace = get_namespace
 
     def admit(self, attrs: Attributes) -> None:
-        """Call the matching mutating webhooks in turn, applying each one's patch."""
-        for hook in self._matching(MUTATING, attrs):
-            patched = self._call(hook, attrs, mutating=True)
-            if patched is not None and attrs.object is not None:
-                attrs.object.clear()
-                attrs.object.update(patched)
+        """Call the matching mutating webhooks in turn, applying each one's patch; then,
+        once, those with ``reinvocationPolicy: IfNeeded`` that a later webhook's patch
+        changed the object after."""
+        hooks = self._matching(MUTATING, attrs)
+        last_change = -1
+        for i, hook in enumerate(hooks):
+            if self._mutate(hook, attrs):
+                last_change = i
+        for hook in hooks[:last_change]:
+            if hook.spec.get("reinvocationPolicy") == "IfNeeded":
+                self._mutate(hook, attrs)
+
+    def _mutate(self, hook: _Hook, attrs: Attributes) -> bool:
+        """Call a mutating webhook; whether its patch changed the object."""
+        patched = self._call(hook, attrs, mutating=True)
+        if patched is None or attrs.object is None or patched == attrs.object:
+            return False
+        attrs.object.clear()
+        attrs.object.update(patched)
+        return True
 
     def validate(self, attrs: Attributes) -> None:
         for hook in self._matching(VALIDATING, attrs):

@@ -27,7 +27,8 @@ from lab.testenv import Environment
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
 Review = dict[str, Any]
-Answer = Callable[[Review], dict[str, Any]]
+Answer = Callable[[Review, str], dict[str, Any]]
+"""(the review's request, the URL path it was posted to) -> the response's fields."""
 
 
 @dataclass
@@ -36,7 +37,7 @@ class WebhookServer:
 
     url: str
     ca_bundle: str
-    answer: Answer = field(default=lambda request: {"allowed": True})
+    answer: Answer = field(default=lambda request, path: {"allowed": True})
     reviews: list[Review] = field(default_factory=list)
 
 
@@ -53,7 +54,8 @@ def webhook_server(tmp_path: Path) -> Iterator[WebhookServer]:
         def do_POST(self) -> None:
             review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state.reviews.append(review)
-            response = {"uid": review["request"]["uid"], **state.answer(review["request"])}
+            answer = state.answer(review["request"], self.path.split("?")[0])
+            response = {"uid": review["request"]["uid"], **answer}
             body = json.dumps(
                 {
                     "apiVersion": "admission.k8s.io/v1",
@@ -70,7 +72,11 @@ def webhook_server(tmp_path: Path) -> Iterator[WebhookServer]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            """The apiserver hanging up on a slow answer (its timeout) is expected."""
+
+    server = Server(("127.0.0.1", 0), Handler)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     state.url = f"https://127.0.0.1:{server.server_address[1]}/admit"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -174,7 +180,7 @@ def test_a_mutating_webhook_labels_and_a_validating_one_refuses(
 ) -> None:
     _label_namespace(apiserver, namespace)
 
-    def answer(request: Review) -> dict[str, Any]:
+    def answer(request: Review, path: str) -> dict[str, Any]:
         """Mutating webhooks run first: label what has no labels; the validating one
         then sees the labelled object and refuses by name."""
         meta = request["object"]["metadata"]
@@ -330,7 +336,7 @@ def test_a_webhook_slower_than_its_timeout_fails_the_request(
 ) -> None:
     _label_namespace(apiserver, namespace)
 
-    def slow(request: Review) -> dict[str, Any]:
+    def slow(request: Review, path: str) -> dict[str, Any]:
         time.sleep(2)
         return {"allowed": True}
 
@@ -362,3 +368,69 @@ def test_a_webhook_slower_than_its_timeout_fails_the_request(
     assert "context deadline exceeded" in failed.stderr, failed.stderr
     assert "?timeout=1s" in failed.stderr
     assert time.monotonic() - started < 10
+
+
+def _add_label(key: str) -> dict[str, Any]:
+    patch = [{"op": "add", "path": f"/metadata/labels/{key.replace('/', '~1')}", "value": "1"}]
+    return {
+        "allowed": True,
+        "patchType": "JSONPatch",
+        "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
+    }
+
+
+def test_a_webhook_that_asks_is_called_again_after_a_later_change(
+    apiserver: Environment,
+    namespace: str,
+    webhook_server: WebhookServer,
+    created: Callable[[Any], None],
+) -> None:
+    _label_namespace(apiserver, namespace)
+    seen: list[tuple[str, list[str]]] = []
+
+    def answer(request: Review, path: str) -> dict[str, Any]:
+        labels = sorted(request["object"]["metadata"].get("labels") or {})
+        seen.append((path, labels))
+        key = path.strip("/")
+        return {"allowed": True} if key in labels else _add_label(key)
+
+    webhook_server.answer = answer
+    for key, policy in (("a", "IfNeeded"), ("b", "Never")):
+        client = {
+            "url": webhook_server.url.replace("/admit", f"/{key}"),
+            "caBundle": webhook_server.ca_bundle,
+        }
+        created(
+            _configuration(
+                "MutatingWebhookConfiguration",
+                f"{key}-{namespace}",
+                namespace,
+                client,
+                reinvocationPolicy=policy,
+            )
+        )
+
+    def labelled() -> dict[str, Any]:
+        body = _config_map(f"cm-{time.monotonic_ns()}")
+        body["metadata"]["labels"] = {"app": "test"}
+        return body
+
+    created_map = _until(
+        lambda: _kubectl(
+            apiserver, "create", "-n", namespace, "-f", "-", "-o", "json", body=labelled()
+        ),
+        lambda done: (
+            done.returncode == 0 and '"b": "1"' in done.stdout and '"a": "1"' in done.stdout
+        ),
+    )
+    assert json.loads(_ok_stdout(created_map))["metadata"]["labels"] == {
+        "app": "test",
+        "a": "1",
+        "b": "1",
+    }
+    assert seen[-3:] == [("/a", ["app"]), ("/b", ["a", "app"]), ("/a", ["a", "app", "b"])]
+
+
+def _ok_stdout(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr
+    return done.stdout
