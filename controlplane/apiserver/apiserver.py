@@ -17,8 +17,10 @@ answer and reach the store.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +33,9 @@ from kubelab.api.conversion import VIEWS
 from kubelab.api.resources import RESOURCES, Resource
 from kubelab.kvstore import KVStore
 
-from . import apiservices, authz, kubelet, priority, strategy
+from . import apiservices, authz, kubelet
 from .admission import SYSTEM_NAMESPACES, Chain
+from .admission.priority import system_classes
 from .audit import AuditLog
 from .authn import (
     SERVICE_ACCOUNT_ISSUER,
@@ -46,7 +49,8 @@ from .metrics import Metrics
 from .registry import Registry
 from .requestinfo import RequestInfo
 from .services import ServiceAllocator
-from .storage import Storage
+from .storage import KeyNotFound, RevisionConflict, Storage
+from .strategies import now_rfc3339
 from .views import ConvertedView
 from .watchcache import Cacher
 
@@ -140,6 +144,7 @@ class APIServer:
             self.authz,
             config.admission_plugins,
             live_get=self.stored,
+            charge=functools.partial(self.swap, "resourcequotas"),
         )
         self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
         # Resources served from another's objects (events.k8s.io/v1 Events).
@@ -186,6 +191,25 @@ class APIServer:
         r = _resource(plural)
         return self.storage.get(r.key(namespace, name))
 
+    def swap(
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        change: Callable[[dict[str, Any]], dict[str, Any] | None],
+    ) -> dict[str, Any] | None:
+        """Compare-and-swap `change` into an object in the store until it sticks (the
+        apiserver's own writes: a ResourceQuota's charged usage, a disruption budget's
+        taken disruption); None if the object is gone."""
+        r = _resource(plural)
+        try:
+            stored, _ = self.storage.guaranteed_update(r.key(namespace, name), change)
+        except KeyNotFound:
+            return None
+        except RevisionConflict:
+            raise errors.conflict(r.plural, name, r.group) from None
+        return stored
+
     def cached_list(self, plural: str, namespace: str) -> list[dict[str, Any]]:
         r = _resource(plural)
         items, _ = self.cacher.list_objects(r, r.collection_prefix(namespace), lambda o: True)
@@ -227,7 +251,7 @@ class APIServer:
                     "metadata": {"name": "default", "namespace": ns},
                 },
             )
-        for priority_class in priority.system_classes():
+        for priority_class in system_classes():
             self._ensure(_resource("priorityclasses.scheduling.k8s.io"), "", priority_class)
         self._register_local_apis()
         ip = self.allocator.kubernetes_ip()
@@ -281,6 +305,30 @@ class APIServer:
                     ],
                 },
             )
+            # Its EndpointSlice too, as kube-apiserver's endpoint reconciler writes both
+            # (the Endpoints are labelled for the mirroring controller to skip).
+            family = ipaddress.ip_address(self.config.advertise_address).version
+            self._ensure(
+                _resource("endpointslices.discovery.k8s.io"),
+                "default",
+                {
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "name": "kubernetes",
+                        "namespace": "default",
+                        "labels": {"kubernetes.io/service-name": "kubernetes"},
+                    },
+                    "addressType": f"IPv{family}",
+                    "endpoints": [
+                        {
+                            "addresses": [self.config.advertise_address],
+                            "conditions": {"ready": True},
+                        }
+                    ],
+                    "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+                },
+            )
         self.bootstrapped = True
         log.info(
             "apiserver: bootstrap objects in place (namespaces, RBAC policy, kubernetes "
@@ -319,7 +367,7 @@ class APIServer:
                 r,
                 "",
                 name,
-                lambda obj: apiservices.available(obj, strategy.now_rfc3339()),
+                lambda obj: apiservices.available(obj, now_rfc3339()),
                 SYSTEM,
                 "status",
             )

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from controlplane.apiserver import negotiation, webhooks
+from controlplane.apiserver import negotiation
+from controlplane.apiserver.admission import webhooks
 from controlplane.apiserver.registry import Attributes
 from kubelab.api import errors
 from kubelab.api.conversion import hpa_v1_to_v2, hpa_v2_to_v1

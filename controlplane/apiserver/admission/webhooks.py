@@ -1,10 +1,9 @@
 """Dynamic admission: the Mutating- and ValidatingWebhookConfigurations' webhooks, called
 over HTTPS with the ``admission.k8s.io/v1`` AdmissionReview protocol.
 
-Where it sits: the admission chain (`admission.Chain`) calls `Webhooks.admit` after its
-built-in mutating plugins and `Webhooks.validate` after its built-in validating ones,
-as MutatingAdmissionWebhook and ValidatingAdmissionWebhook sit at the end of
-kube-apiserver's plugin lists. Configurations are read from the watch cache, so a new
+Where it sits: the plugins MutatingAdmissionWebhook and ValidatingAdmissionWebhook
+(the classes at the end) run after the other mutating plugins and before ResourceQuota,
+as in kube-apiserver's plugin order. Configurations are read from the watch cache, so a new
 one takes effect within the cache's lag (Kubernetes' informer has the same delay).
 
 What a webhook is called for: every rule of it is tried against the request's
@@ -51,7 +50,8 @@ from kubelab.api import errors, resources
 from kubelab.api.patch import PatchError, json_patch
 from kubelab.api.selectors import selector_from_label_selector
 
-from .registry import Attributes
+from ..registry import Attributes
+from .interfaces import WRITES, Lookup, MutationInterface, ValidationInterface
 
 log = logging.getLogger("kubelab.apiserver.webhooks")
 
@@ -390,3 +390,31 @@ def _patched(response: Object, obj: Object | None) -> Object | None:
         raise CallError(
             f"received invalid webhook response: the patch does not apply: {exc}"
         ) from None
+
+
+def _webhooks(lookup: Lookup) -> Webhooks:
+    return Webhooks(lookup.list_objects, lambda name: lookup.find("namespaces", "", name))
+
+
+class MutatingAdmissionWebhook(MutationInterface):
+    NAME = "MutatingAdmissionWebhook"
+    OPERATIONS = WRITES
+
+    def __init__(self, lookup: Lookup) -> None:
+        super().__init__(lookup)
+        self.webhooks = _webhooks(lookup)
+
+    def admit(self, attrs: Attributes) -> None:
+        self.webhooks.admit(attrs)
+
+
+class ValidatingAdmissionWebhook(ValidationInterface):
+    NAME = "ValidatingAdmissionWebhook"
+    OPERATIONS = WRITES
+
+    def __init__(self, lookup: Lookup) -> None:
+        super().__init__(lookup)
+        self.webhooks = _webhooks(lookup)
+
+    def validate(self, attrs: Attributes) -> None:
+        self.webhooks.validate(attrs)

@@ -1,4 +1,4 @@
-"""The Priority admission plugin and the built-in PriorityClasses.
+"""Priority: the admission plugin, and the built-in PriorityClasses.
 
 The scheduler orders and preempts pods by the integer ``spec.priority``, which users do
 not write: they name a class (``priorityClassName``) and admission resolves it, so that
@@ -21,10 +21,13 @@ from typing import Any
 from kubelab.api import errors
 from kubelab.api.validation.classes import SYSTEM_PRIORITY_CLASSES
 
-from .registry import Attributes
+from ..registry import Attributes
+from .interfaces import WRITES, MutationInterface, ValidationInterface
 
 Object = dict[str, Any]
 ListClasses = Callable[[], list[Object]]
+
+PRIORITY_CLASSES = "priorityclasses.scheduling.k8s.io"
 
 PREEMPT_LOWER = "PreemptLowerPriority"
 NO_DEFAULT_PRIORITY = 0
@@ -139,3 +142,19 @@ def validate_priority_class(attrs: Attributes, classes: ListClasses) -> None:
                 attrs,
                 f"PriorityClass {name} is already marked as default. Only one default can exist",
             )
+
+
+class Priority(MutationInterface, ValidationInterface):
+    NAME = "Priority"
+    OPERATIONS = WRITES
+
+    def _classes(self) -> list[Object]:
+        return self.lookup.list_objects(PRIORITY_CLASSES, "")
+
+    def admit(self, attrs: Attributes) -> None:
+        if attrs.resource.kind == "Pod":
+            admit_pod(attrs, self._classes)
+
+    def validate(self, attrs: Attributes) -> None:
+        if attrs.resource.kind == "PriorityClass":
+            validate_priority_class(attrs, self._classes)
