@@ -514,6 +514,7 @@ class PodWorkers:
             read_only_rootfs=sec.read_only_rootfs,
             tty=bool(c.get("tty")),
             stdin=bool(c.get("stdin")),
+            stdin_once=bool(c.get("stdinOnce")),
             resources=podspec.resources(c),
             cgroup_parent=podspec.cgroup_parent(self.config.cgroup_root, pod),
         )

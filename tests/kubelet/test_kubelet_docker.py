@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import requests
 
@@ -222,3 +223,55 @@ def test_a_restarted_kubelet_loses_and_duplicates_nothing(
         first.stop()
         docker_images.cleanup_containers()
         cluster.delete_node(node)
+
+
+def test_kubectl_attach_reaches_the_containers_own_stdio(
+    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
+) -> None:
+    _pod(
+        live,
+        live_namespace,
+        live_kubelet.name,
+        "reader",
+        docker_images.busybox,
+        ["sh", "-c", 'read line; echo "got $line"'],
+        restartPolicy="Never",
+        container={"stdin": True, "stdinOnce": True},
+    )
+    until(lambda: live.status(live_namespace, "reader").get("phase") == "Running", "Running")
+    done = live.kubectl("attach", "reader", "-n", live_namespace, "-i", input="hello\n")
+    assert "got hello" in done.stdout
+    until(lambda: live.status(live_namespace, "reader").get("phase") == "Succeeded", "Succeeded")
+
+
+def test_port_forward_reaches_a_port_nothing_publishes(
+    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
+) -> None:
+    """The official client's port-forward (WebSocket v4.channel.k8s.io) through the
+    apiserver to a web server listening in the pod's own network namespace (the sandbox
+    has no network at all on this engine: only the namespace is reachable)."""
+    serve = "mkdir -p /www && echo hello-from-the-pod > /www/index.html && httpd -f -p 8080 -h /www"
+    _pod(live, live_namespace, live_kubelet.name, "web", docker_images.busybox, ["sh", "-c", serve])
+    until(lambda: live.status(live_namespace, "web").get("phase") == "Running", "Running")
+    api = kubernetes.client.CoreV1Api(
+        kubernetes.config.new_client_from_config(config_file=str(live.kubeconfig))
+    )
+
+    def fetch() -> bytes:
+        forward = kubernetes.stream.portforward(
+            api.connect_get_namespaced_pod_portforward, "web", live_namespace, ports="8080"
+        )
+        sock = forward.socket(8080)
+        sock.setblocking(True)
+        sock.settimeout(10)
+        sock.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+        sock.close()
+        forward.close()
+        return answer
+
+    # httpd may not listen yet when the pod turns Running.
+    answer = until(lambda: (a := fetch()) and b"200" in a and a, "an answer through the tunnel")
+    assert answer.startswith(b"HTTP/1.") and answer.endswith(b"hello-from-the-pod\n")
