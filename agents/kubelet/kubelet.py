@@ -30,11 +30,12 @@ from agents.kubelet.runtime import Runtime
 from agents.kubelet.server import Authorizer, KubeletServer
 from agents.kubelet.volumes import VolumeManager
 from kubelab.api.errors import StatusError
-from kubelab.client import RestClient, ServerUnreachable, SharedInformer
+from kubelab.client import RestClient, ServerUnreachable, SharedInformer, resource_for
 from kubelab.client.rest import Object
 
 log = logging.getLogger("kubelab.kubelet")
 
+SERVICES = resource_for("v1", "Service")
 STATIC_POD_PERIOD = 20.0
 """How often the manifest folder is read (`--file-check-frequency`, 20 s)."""
 
@@ -74,6 +75,9 @@ class Kubelet:
         self.informer = SharedInformer(
             client, PODS, field_selector=f"spec.nodeName={config.node_name}"
         )
+        # Every Service, for the containers' variables (`KUBERNETES_SERVICE_HOST`, ...).
+        self.services = SharedInformer(client, SERVICES)
+        self.workers.services = self.services.indexer.list
         self.informer.add_event_handler(
             on_add=self.workers.upsert,
             on_update=lambda _old, new: self.workers.upsert(new),
@@ -121,6 +125,11 @@ class Kubelet:
                 log.warning("kubelet %s: registering: %s; retrying", self.name, exc)
                 time.sleep(1.0)
         self.workers.pleg.relist()
+        self.services.start(self.stop_event)
+        # As the kubelet does, containers start only once the Services are known, so
+        # that none misses its variables.
+        if not self.services.wait_for_sync(timeout=max(1.0, deadline - time.monotonic())):
+            log.warning("kubelet %s: Services not listed yet; starting pods anyway", self.name)
         self.informer.start(self.stop_event)
         if self.server is not None:
             self.threads.append(self.server.start())

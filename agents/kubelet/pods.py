@@ -25,6 +25,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,8 @@ class PodWorkers:
         self.pods: dict[str, PodState] = {}
         self._lock = threading.Lock()
         self.pleg = PLEG(runtime, self.queue.add, config.relist_period)
+        self.services: Callable[[], Iterable[Object]] = tuple
+        """The Services known (the kubelet's informer), for the containers' variables."""
         self.sources_ready = threading.Event()
         """Set once the API pods and the static pods are known: only then may the
         kubelet remove containers of pods it does not know (else it would kill pods a
@@ -494,6 +497,11 @@ class PodWorkers:
             host_ip=self.config.node_ip,
             pod_ip=sandbox.ip,
             allocatable=self.allocatable,
+            services=podspec.service_environment(
+                self.services(),
+                ref.namespace,
+                pod["spec"].get("enableServiceLinks", True) is not False,
+            ),
         )
         command, args = podspec.command_line(c, dict(env))
         sec = podspec.security(pod, c)

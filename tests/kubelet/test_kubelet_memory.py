@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from agents.kubelet.kubelet import Kubelet
-from agents.kubelet.runtime import ExecResult, State
+from agents.kubelet.runtime import POD_NAME, ExecResult, State
 from agents.kubelet.runtime.memory import MemoryRuntime
 from kubelab.api.errors import StatusError
 from kubelab.api.quantity import parse_quantity
+from kubelab.client import resource_for
 from tests.kubelet.kubelet_fixture import PODS, Cluster, fast_config, start_kubelet, until
 
 
@@ -256,3 +257,54 @@ def test_env_from_configmap_and_a_missing_one(
     assert isinstance(runtime, MemoryRuntime)
     (c,) = [c for c in runtime._containers.values() if c.config.name == "app"]
     assert dict(c.config.env)["MSG"] == "hello from configured"
+
+
+def test_containers_get_the_services_variables(
+    cluster: Cluster, namespace: str, kubelet: Kubelet, runtime: MemoryRuntime
+) -> None:
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "my-db"},
+        "spec": {"ports": [{"name": "sql", "port": 5432, "targetPort": 5432}]},
+    }
+    ip = cluster.admin.create(resource_for("v1", "Service"), service, namespace)["spec"][
+        "clusterIP"
+    ]
+    until(
+        lambda: any(s["metadata"]["name"] == "my-db" for s in kubelet.services.indexer.list()),
+        "the kubelet to see the Service",
+    )
+    app = {
+        "name": "app",
+        "image": "busybox:1.36",
+        "command": ["nginx"],
+        "env": [{"name": "DB", "value": "$(MY_DB_SERVICE_HOST):$(MY_DB_SERVICE_PORT_SQL)"}],
+    }
+    _pod(cluster, namespace, kubelet.name, "linked", containers=[app])
+    _pod(cluster, namespace, kubelet.name, "unlinked", containers=[app], enableServiceLinks=False)
+    until(
+        lambda: all(
+            cluster.pod(namespace, n)["status"].get("phase") == "Running"
+            for n in ("linked", "unlinked")
+        ),
+        "Running",
+    )
+
+    def env_of(pod: str) -> dict[str, str]:
+        (c,) = [c for c in runtime._containers.values() if c.status.labels[POD_NAME] == pod]
+        return dict(c.config.env)
+
+    linked, unlinked = env_of("linked"), env_of("unlinked")
+    master = cluster.admin.get(resource_for("v1", "Service"), "kubernetes", "default")["spec"]
+    for env in (linked, unlinked):
+        assert env["KUBERNETES_SERVICE_HOST"] == master["clusterIP"]
+        assert env["KUBERNETES_SERVICE_PORT"] == "443"
+        assert env["KUBERNETES_PORT_443_TCP"] == f"tcp://{master['clusterIP']}:443"
+    assert linked["MY_DB_SERVICE_HOST"] == ip
+    assert linked["MY_DB_SERVICE_PORT"] == linked["MY_DB_SERVICE_PORT_SQL"] == "5432"
+    assert linked["MY_DB_PORT"] == f"tcp://{ip}:5432"
+    assert linked["MY_DB_PORT_5432_TCP_ADDR"] == ip
+    assert linked["DB"] == f"{ip}:5432"
+    assert not any(k.startswith("MY_DB_") for k in unlinked)
+    assert unlinked["DB"] == "$(MY_DB_SERVICE_HOST):$(MY_DB_SERVICE_PORT_SQL)"
