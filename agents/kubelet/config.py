@@ -29,6 +29,13 @@ class KubeletConfig:
     node_name: str
     node_ip: str = ""
     kubeconfig: Path | None = None
+    bootstrap_kubeconfig: Path | None = None
+    """Credentials to ask for a client certificate with, when `kubeconfig` has none yet
+    (TLS bootstrap, agents.kubelet.certificates)."""
+    cert_dir: Path | None = None
+    """Where the client certificates go (default `<root_dir>/pki`)."""
+    rotate_certificates: bool = False
+    """Renew the client certificate before it expires."""
     root_dir: Path = Path("/var/lib/kubelet")
     pod_manifest_path: Path | None = None
     max_pods: int = 110
@@ -112,6 +119,18 @@ def parser() -> argparse.ArgumentParser:
         prog="kubelet", description="kubelab's kubelet: runs the pods bound to this node"
     )
     p.add_argument("--kubeconfig", type=Path, required=True, help="credentials of this node")
+    p.add_argument(
+        "--bootstrap-kubeconfig",
+        type=Path,
+        help="credentials (a bootstrap token) to get a client certificate with, when "
+        "--kubeconfig does not exist yet; the kubelet then writes --kubeconfig",
+    )
+    p.add_argument("--cert-dir", type=Path, help="client certificates (default <root-dir>/pki)")
+    p.add_argument(
+        "--rotate-certificates",
+        action="store_true",
+        help="renew the client certificate (a new CSR) before it expires",
+    )
     p.add_argument("--hostname-override", default="", help="the Node's name (default: hostname)")
     p.add_argument("--node-ip", default="", help="the Node's InternalIP")
     p.add_argument("--root-dir", type=Path, default=Path("/var/lib/kubelet"))
@@ -150,6 +169,9 @@ def from_args(args: argparse.Namespace) -> KubeletConfig:
         node_name=(args.hostname_override or socket.gethostname()).lower(),
         node_ip=args.node_ip,
         kubeconfig=args.kubeconfig,
+        bootstrap_kubeconfig=args.bootstrap_kubeconfig,
+        cert_dir=args.cert_dir,
+        rotate_certificates=args.rotate_certificates,
         root_dir=args.root_dir,
         pod_manifest_path=args.pod_manifest_path,
         max_pods=args.max_pods,

@@ -5,6 +5,7 @@
     PLEG (relist + engine events) -----------+        |
                                                       +--> pod status, Events, mirror pods
     heartbeat: Node status when it changes, Lease every 10 s
+    client certificate: renewed before it expires (agents.kubelet.certificates)
     HTTPS :10250: logs, exec, attach, port-forward, stats (agents.kubelet.server)
 
 `Kubelet` is the same code on a real node (DockerRuntime, HostMachine, volumes on disk,
@@ -21,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from agents.kubelet.certificates import Rotator
 from agents.kubelet.config import KubeletConfig
 from agents.kubelet.events import Recorder
 from agents.kubelet.machine import Machine
@@ -85,6 +87,10 @@ class Kubelet:
                 obj["metadata"]["uid"] if isinstance(obj, dict) else ""
             ),
         )
+        self.rotator: Rotator | None = None
+        if config.rotate_certificates:
+            cert_dir = config.cert_dir or config.root_dir / "pki"
+            self.rotator = Rotator(client, config.node_name, cert_dir)
         self.server: KubeletServer | None = None
         if serving is not None:
             self.server = KubeletServer(
@@ -134,6 +140,9 @@ class Kubelet:
         if self.server is not None:
             self.threads.append(self.server.start())
         self._thread(self._heartbeat, "heartbeat")
+        if self.rotator is not None:
+            rotator = self.rotator
+            self._thread(lambda: rotator.run(self.stop_event), "certificate rotation")
         self._thread(lambda: self.workers.pleg.run(self.stop_event), "pleg")
         for i in range(self.config.workers):
             self._thread(self.workers.run_worker, f"worker {i}")
