@@ -25,6 +25,27 @@ class Reserved:
 
 
 @dataclass(frozen=True)
+class Threshold:
+    """One `<signal><<quantity or percentage>` of `--eviction-hard`: met when what is
+    available falls below it."""
+
+    quantity: int = 0
+    fraction: float = 0.0
+
+    def of(self, capacity: int) -> int:
+        """The threshold in bytes, for a resource of `capacity` bytes."""
+        return self.quantity or int(capacity * self.fraction)
+
+
+EVICTION_SIGNALS = ("memory.available", "nodefs.available")
+EVICTION_HARD = {
+    "memory.available": Threshold(quantity=100 * 1024 * 1024),
+    "nodefs.available": Threshold(fraction=0.10),
+}
+"""The kubelet's default hard thresholds (memory.available<100Mi, nodefs.available<10%)."""
+
+
+@dataclass(frozen=True)
 class KubeletConfig:
     node_name: str
     node_ip: str = ""
@@ -49,8 +70,10 @@ class KubeletConfig:
     node_labels: dict[str, str] = field(default_factory=dict)
     register_with_taints: tuple[dict[str, str], ...] = ()
     reserved: Reserved = Reserved()
-    eviction_memory_available: int = 100 * 1024 * 1024
-    """memory.available<100Mi, the kubelet's default hard eviction threshold."""
+    eviction_hard: dict[str, Threshold] = field(default_factory=lambda: dict(EVICTION_HARD))
+    """`--eviction-hard`: below these, the node is under pressure and pods are evicted."""
+    eviction_monitoring_interval: float = 10.0
+    """How often the eviction thresholds are checked (one eviction at most each time)."""
     node_status_update_frequency: float = 10.0
     node_status_report_frequency: float = 60.0
     """A status that has not changed is still posted this often (Kubernetes: 5 min)."""
@@ -88,6 +111,27 @@ def _reserved(text: str) -> Reserved:
         else:
             raise argparse.ArgumentTypeError(f"{item!r}: only cpu and memory can be reserved")
     return Reserved(cpu, memory)
+
+
+def _eviction(text: str) -> dict[str, Threshold]:
+    """`memory.available<100Mi,nodefs.available<10%` as thresholds by signal (the
+    signals not named keep no threshold, as with kube-kubelet's flag)."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        signal, sep, value = item.partition("<")
+        if not sep or signal not in EVICTION_SIGNALS:
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: expected <signal><<quantity or percentage>, signal one of "
+                f"{', '.join(EVICTION_SIGNALS)}"
+            )
+        try:
+            if value.endswith("%"):
+                out[signal] = Threshold(fraction=float(value[:-1]) / 100)
+            else:
+                out[signal] = Threshold(quantity=int(parse_quantity(value).value))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{item!r}: {exc}") from None
+    return out
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -147,6 +191,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--register-with-taints", type=_taints, default=())
     p.add_argument("--kube-reserved", type=_reserved, default=Reserved())
     p.add_argument("--system-reserved", type=_reserved, default=Reserved())
+    p.add_argument(
+        "--eviction-hard",
+        type=_eviction,
+        default=dict(EVICTION_HARD),
+        help="e.g. memory.available<100Mi,nodefs.available<10%%: pods are evicted below these",
+    )
     p.add_argument("--node-status-update-frequency", type=float, default=10.0)
     p.add_argument("--sync-frequency", type=float, default=60.0)
     p.add_argument("--pod-infra-container-image", default="registry.k8s.io/pause:3.9")
@@ -185,6 +235,7 @@ def from_args(args: argparse.Namespace) -> KubeletConfig:
         node_labels=args.node_labels,
         register_with_taints=args.register_with_taints,
         reserved=reserved,
+        eviction_hard=args.eviction_hard,
         node_status_update_frequency=args.node_status_update_frequency,
         sync_frequency=args.sync_frequency,
         pod_infra_container_image=args.pod_infra_container_image,

@@ -6,6 +6,7 @@
                                                       +--> pod status, Events, mirror pods
     heartbeat: Node status when it changes, Lease every 10 s
     client certificate: renewed before it expires (agents.kubelet.certificates)
+    node pressure: pods evicted below --eviction-hard (agents.kubelet.eviction)
     HTTPS :10250: logs, exec, attach, port-forward, stats (agents.kubelet.server)
 
 `Kubelet` is the same code on a real node (DockerRuntime, HostMachine, volumes on disk,
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from agents.kubelet.certificates import Rotator
 from agents.kubelet.config import KubeletConfig
 from agents.kubelet.events import Recorder
+from agents.kubelet.eviction import EvictionManager
 from agents.kubelet.machine import Machine
 from agents.kubelet.node import NodeStatus
 from agents.kubelet.pods import MIRROR, PODS, PodWorkers, mirror_pod, static_pods
@@ -87,6 +89,7 @@ class Kubelet:
                 obj["metadata"]["uid"] if isinstance(obj, dict) else ""
             ),
         )
+        self.eviction = EvictionManager(self.node_status, self.workers)
         self.rotator: Rotator | None = None
         if config.rotate_certificates:
             cert_dir = config.cert_dir or config.root_dir / "pki"
@@ -150,6 +153,7 @@ class Kubelet:
 
     def _heartbeat(self) -> None:
         next_status = next_lease = next_static = 0.0
+        next_eviction = time.monotonic() + self.config.eviction_monitoring_interval
         lease_every = self.config.node_lease_duration_seconds / 4
         while not self.stop_event.is_set():
             now = time.monotonic()
@@ -167,9 +171,12 @@ class Kubelet:
                 if now >= next_status:
                     self.node_status.post_status(now=now)
                     next_status = now + self.config.node_status_update_frequency
+                if now >= next_eviction and self.workers.sources_ready.is_set():
+                    self.eviction.check()
+                    next_eviction = now + self.config.eviction_monitoring_interval
             except (StatusError, ServerUnreachable) as exc:
                 log.warning("kubelet %s: heartbeat: %s", self.name, exc)
-            wait = min(next_static, next_lease, next_status) - time.monotonic()
+            wait = min(next_static, next_lease, next_status, next_eviction) - time.monotonic()
             self.stop_event.wait(max(0.05, wait))
 
     def sync_static_pods(self) -> None:

@@ -45,7 +45,7 @@ def expand(text: str, env: dict[str, str]) -> str:
     return _VAR.sub(sub, text)
 
 
-def _requests_limits(container: Object) -> tuple[Object, Object]:
+def requests_limits(container: Object) -> tuple[Object, Object]:
     res = container.get("resources") or {}
     return res.get("requests") or {}, res.get("limits") or {}
 
@@ -57,7 +57,7 @@ def qos_class(pod: Object) -> str:
     any_set = False
     guaranteed = True
     for c in containers:
-        requests, limits = _requests_limits(c)
+        requests, limits = requests_limits(c)
         if requests or limits:
             any_set = True
         for kind in ("cpu", "memory"):
@@ -84,7 +84,7 @@ def cgroup_parent(root: str, pod: Object) -> str:
 def resources(container: Object) -> Resources:
     """CPU shares from the request (the limit when no request), quota from the limit,
     and the memory limit: what `docker run --cpu-shares --cpu-quota --memory` take."""
-    requests, limits = _requests_limits(container)
+    requests, limits = requests_limits(container)
     cpu_request = requests.get("cpu", limits.get("cpu"))
     shares = max(MIN_SHARES, milli_cpu(cpu_request) * 1024 // 1000) if cpu_request else MIN_SHARES
     quota = milli_cpu(limits["cpu"]) * CPU_PERIOD // 1000 if "cpu" in limits else 0
@@ -135,7 +135,7 @@ def resource_field(
     )
     if container is None:
         raise ConfigError(f"resourceFieldRef names unknown container {name!r}")
-    requests, limits = _requests_limits(container)
+    requests, limits = requests_limits(container)
     what, _, kind = str(ref.get("resource", "")).partition(".")
     if kind not in ("cpu", "memory", "ephemeral-storage"):
         raise ConfigError(f"unsupported resourceFieldRef resource {ref.get('resource')!r}")

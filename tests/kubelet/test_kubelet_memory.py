@@ -5,6 +5,9 @@ tests' Docker twins are in test_kubelet_docker.py."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,12 +16,20 @@ from typing import Any
 import pytest
 
 from agents.kubelet.kubelet import Kubelet
+from agents.kubelet.machine import FixedMachine, Pressure
 from agents.kubelet.runtime import POD_NAME, ExecResult, State
 from agents.kubelet.runtime.memory import MemoryRuntime
 from kubelab.api.errors import StatusError
 from kubelab.api.quantity import parse_quantity
 from kubelab.client import resource_for
-from tests.kubelet.kubelet_fixture import PODS, Cluster, fast_config, start_kubelet, until
+from tests.kubelet.kubelet_fixture import (
+    PODS,
+    Cluster,
+    fast_config,
+    node_client,
+    start_kubelet,
+    until,
+)
 
 
 def _liveness(container: Any, command: list[str]) -> ExecResult:
@@ -308,3 +319,73 @@ def test_containers_get_the_services_variables(
     assert linked["DB"] == f"{ip}:5432"
     assert not any(k.startswith("MY_DB_") for k in unlinked)
     assert unlinked["DB"] == "$(MY_DB_SERVICE_HOST):$(MY_DB_SERVICE_PORT_SQL)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Squeezable(FixedMachine):
+    """A fixed node whose memory runs short while `squeezed` is set."""
+
+    squeezed: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def pressure(self) -> Pressure:
+        if self.squeezed.is_set():
+            return Pressure(50 * 1024 * 1024, 1.0, 0.0)
+        return super().pressure()
+
+
+def test_memory_pressure_evicts_the_besteffort_pod_first(
+    cluster: Cluster, namespace: str, node: str, runtime: MemoryRuntime, tmp_path: Path
+) -> None:
+    machine = Squeezable()
+    config = fast_config(node, tmp_path, eviction_monitoring_interval=2.0)
+    kubelet = Kubelet(config, node_client(cluster, node), runtime, machine)
+    kubelet.start()
+    try:
+        limits = {"cpu": "100m", "memory": "64Mi"}
+        guaranteed = {
+            "name": "app",
+            "image": "busybox:1.36",
+            "command": ["nginx"],
+            "resources": {"limits": limits, "requests": limits},
+        }
+        besteffort = {"name": "app", "image": "busybox:1.36", "command": ["nginx"]}
+        _pod(cluster, namespace, node, "guaranteed", containers=[guaranteed])
+        _pod(cluster, namespace, node, "besteffort", containers=[besteffort])
+        until(
+            lambda: all(
+                cluster.pod(namespace, n)["status"].get("phase") == "Running"
+                for n in ("guaranteed", "besteffort")
+            ),
+            "Running",
+        )
+        machine.squeezed.set()
+        pressure_seen = []
+
+        def evicted() -> Any:
+            node_obj = cluster.admin.get(resource_for("v1", "Node"), node)
+            conditions = {c["type"]: c["status"] for c in node_obj["status"]["conditions"]}
+            pressure_seen.append(conditions["MemoryPressure"] == "True")
+            status = cluster.pod(namespace, "besteffort")["status"]
+            return status.get("reason") == "Evicted" and status
+
+        status = until(evicted, "the BestEffort pod to be evicted", timeout=20)
+        machine.squeezed.clear()
+        assert status["phase"] == "Failed"
+        assert status["message"].startswith("The node was low on resource: memory.")
+        assert any(pressure_seen)
+        assert "Evicted" in cluster.reasons(namespace, "besteffort")
+        # The pod is stopped and stays stopped; the Guaranteed one runs on.
+        until(
+            lambda: all(
+                c.state != State.RUNNING
+                for c in runtime.list_containers()
+                if c.labels[POD_NAME] == "besteffort"
+            ),
+            "the evicted pod's containers to stop",
+        )
+        time.sleep(config.eviction_monitoring_interval + 0.5)
+        assert cluster.pod(namespace, "guaranteed")["status"]["phase"] == "Running"
+        assert cluster.pod(namespace, "besteffort")["status"]["phase"] == "Failed"
+    finally:
+        kubelet.stop()
+        cluster.delete_node(node)
