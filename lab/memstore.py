@@ -248,7 +248,17 @@ class MemStore:
             return
         self._call(self._hub.close)
         self._closed = True
-        self._loop.call_soon_threadsafe(self._loop.stop)
+
+        def stop() -> None:
+            # Waits still pending (a watch whose reader has gone) are cancelled rather
+            # than left for the collector to report as "destroyed but pending"; the
+            # cancellations run before the loop stops.
+            for task in asyncio.all_tasks(self._loop):
+                task.cancel()
+            self._loop.call_soon(self._loop.stop)
+
+        # One pass of the loop first, for the watches the hub's close has just ended.
+        self._loop.call_soon_threadsafe(self._loop.call_soon, stop)
         self._thread.join(timeout=5)
 
     def __enter__(self) -> Self:

@@ -17,6 +17,7 @@ Watches stream newline-delimited JSON events, one per chunk, as the real API doe
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -31,7 +32,7 @@ from controlplane.apiserver import tables
 from kubelab import fastjson
 from kubelab.api import errors, patch, resources
 
-from . import discovery, handlers, openapi
+from . import discovery, fieldvalidation, handlers, openapi
 from .authn import UserInfo
 from .handlers import json_response
 from .impersonation import PREFIX, impersonate
@@ -116,12 +117,20 @@ def create_app(server: APIServer) -> Flask:
         decision = server.authz.authorize(user, info)
         if not decision.allowed:
             raise _forbidden(user, info)
+        if info.verb in ("create", "update", "patch"):
+            fieldvalidation.begin(request.args.get("fieldValidation"))
         return None
 
     @app.after_request
     def record(resp: Response) -> Response:
         resp.headers["Audit-Id"] = g.get("audit_id", "")
         resp.status = f"{resp.status_code} {reason_phrase(resp.status_code)}"
+        check = fieldvalidation.current()
+        if check is not None and check.directive is fieldvalidation.Directive.WARN:
+            for warning in check.warnings():
+                # RFC 7234's warn-code 299 ("miscellaneous persistent warning"), agent "-",
+                # as Kubernetes writes them; kubectl prints the text.
+                resp.headers.add("Warning", f"299 - {json.dumps(warning)}")
         record_ = _Record.current()
         if record_ is not None and not g.get("streaming"):
             record_.finish(server, resp.status_code)
@@ -129,6 +138,7 @@ def create_app(server: APIServer) -> Flask:
 
     @app.teardown_request
     def teardown(exc: BaseException | None) -> None:
+        fieldvalidation.end()
         if g.get("counted"):
             server.metrics.inflight.dec()
             g.counted = False

@@ -41,7 +41,7 @@ from kubelab.api.defaults import apply_defaults
 from kubelab.api.resources import Resource
 from kubelab.api.validation import validate
 
-from . import strategy
+from . import fieldvalidation, strategy
 from .storage import (
     InvalidContinue,
     KeyExists,
@@ -210,10 +210,20 @@ def decode_body(data: bytes, content_type: str) -> Object:
         except protobuf.ProtobufError as exc:
             raise errors.bad_request(f"the protobuf request body is not valid: {exc}") from None
     if media in ("", "application/json", "*/*"):
+        duplicated = False
+
+        def pairs(items: list[tuple[str, Any]]) -> Object:
+            nonlocal duplicated
+            obj = dict(items)
+            duplicated = duplicated or len(obj) != len(items)
+            return obj
+
         try:
-            obj = json.loads(data or b"null")
+            obj = json.loads(data or b"null", object_pairs_hook=pairs)
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.bad_request(f"the request body is not valid JSON: {exc}") from None
+        if duplicated:
+            fieldvalidation.note_duplicates(data)
     elif media in ("application/yaml", "application/x-yaml", "text/yaml"):
         try:
             obj = yaml.safe_load(data)
@@ -455,6 +465,7 @@ class Registry:
         conflicts between a creator and a later applier. Updates, patches and applies
         are recorded (`_write`, `apply`)."""
         self._check_type(r, obj)
+        fieldvalidation.prune(r, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
@@ -674,6 +685,7 @@ class Registry:
             if not isinstance(new, dict):
                 raise errors.bad_request("the patched object is not a JSON object")
             self._check_type(r, new)
+            fieldvalidation.prune(r, new)
             pinned = str(new.get("metadata", {}).get("resourceVersion") or "")
             if pinned and pinned != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(r.plural, name, r.group)
