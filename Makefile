@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_DIR ?= .lab
 
-.PHONY: help venv lint typecheck test test-fast soak bench up down status clean
+.PHONY: help venv images lint typecheck test test-fast soak bench up down status clean
 
 help:
 	@echo "make up        start a local control plane in $(LAB_DIR)/ (3-member store, apiserver) and print how to use kubectl"
@@ -16,18 +16,24 @@ help:
 	@echo "make test      lint, type-check and run the test suite"
 	@echo "make test-fast unit tests, Raft transcripts and a few simulation seeds (the edit-test loop)"
 	@echo "make soak      long deterministic-simulation soak (many more seeds)"
+	@echo "make images    build the node and workload images (cached by their inputs)"
 	@echo "make bench     run the benchmarks in bench/ and print their figures"
 
 # Real etcd 3.4 (Debian's etcd-server) is the store's oracle in differential tests and
 # its peer in benchmarks.
 SYSTEM_STAMP := $(VENV)/.system-packages
 
+# The image builder (lab/images.py) needs debootstrap and a C compiler (the pause image).
+SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils
+SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip
+
 $(SYSTEM_STAMP):
 	@mkdir -p $(VENV)
-	@if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then \
-	  echo "==> installing Debian packages: etcd-server etcd-client"; \
-	  if [ "$$(id -u)" != 0 ]; then echo "need root for apt-get (or install etcd-server etcd-client)"; exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null; \
+	@missing=""; for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "==> missing$$missing: installing Debian packages: $(SYSTEM_PACKAGES)"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "need root for apt-get (or install $(SYSTEM_PACKAGES))"; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
 	fi
 	@etcd --version | head -1
 	@touch $@
@@ -41,6 +47,10 @@ $(STAMP): pyproject.toml $(SYSTEM_STAMP)
 	@touch $@
 
 venv: $(STAMP)
+
+# The lab's images (node, busybox, pause, nginx), rebuilt only when their inputs change.
+images: $(STAMP)
+	$(BIN)/python -m lab.images build
 
 lint: $(STAMP)
 	$(BIN)/ruff check kubelab controlplane agents lab tests bench

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import ssl
 import tempfile
 import time
@@ -41,6 +40,7 @@ from typing import Any
 
 import aiohttp
 
+from bench import cpu_seconds
 from lab.localplane import LocalControlPlane
 
 TARGET_P99_MS = 100.0
@@ -67,12 +67,6 @@ def _quantiles(samples: list[float]) -> tuple[float, float]:
         return float("nan"), float("nan")
     s = sorted(samples)
     return s[len(s) // 2], s[min(len(s) - 1, int(len(s) * 0.99))]
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -162,9 +156,9 @@ class Bench:
 
     def _cpu(self) -> tuple[float, float]:
         assert self.plane.process is not None and self.plane.store is not None
-        api = _cpu_seconds(self.plane.process.pid)
+        api = cpu_seconds(self.plane.process.pid)
         store = sum(
-            _cpu_seconds(m.process.pid) for m in self.plane.store.members if m.process is not None
+            cpu_seconds(m.process.pid) for m in self.plane.store.members if m.process is not None
         )
         return api, store
 
@@ -408,8 +402,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--markdown", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-apiserver-") as tmp:
-        # No controller-manager: its informers would add load to the figures measured.
-        plane = LocalControlPlane(Path(tmp), store_members=3, controller_manager=False)
+        # No controller-manager or scheduler: their informers would add load to the
+        # figures measured.
+        plane = LocalControlPlane(
+            Path(tmp), store_members=3, controller_manager=False, scheduler=False
+        )
         print("==> starting a 3-member kubelab store and the apiserver", flush=True)
         plane.start(timeout=120)
         try:

@@ -44,7 +44,10 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
-from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
+from cryptography.hazmat.primitives.asymmetric.types import (
+    CertificateIssuerPrivateKeyTypes,
+    CertificatePublicKeyTypes,
+)
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 REGENERATE_HINT = "regenerate it with `labadm certs`"
@@ -189,25 +192,52 @@ def issue(
 
     key = ec.generate_private_key(ec.SECP256R1())
     now = _now()
-    not_after = min(now + datetime.timedelta(days=valid_days), ca.cert.not_valid_after_utc)
     usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
     if client:
         usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    sans.extend(x509.IPAddress(ip) for ip in ips)
+    cert = sign_leaf(
+        ca,
+        _subject(common_name, organizations),
+        key.public_key(),
+        not_before=now - CLOCK_SKEW,
+        not_after=now + datetime.timedelta(days=valid_days),
+        extended_usages=usages,
+        sans=sans,
+    )
+    return CertKey(cert, key)
+
+
+def sign_leaf(
+    ca: CertKey,
+    subject: x509.Name,
+    public_key: CertificatePublicKeyTypes,
+    *,
+    not_before: datetime.datetime,
+    not_after: datetime.datetime,
+    extended_usages: Sequence[x509.ObjectIdentifier],
+    sans: Sequence[x509.GeneralName] = (),
+    key_encipherment: bool = False,
+) -> x509.Certificate:
+    """A leaf certificate for `public_key`, signed by `ca`, as the module docstring says
+    every issued one is (not a CA, key identifiers, `notAfter` capped at the CA's); the
+    CSR signer of the controller-manager signs kubelets' requests with it."""
     ca_ski = ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     builder = (
         x509.CertificateBuilder()
-        .subject_name(_subject(common_name, organizations))
+        .subject_name(subject)
         .issuer_name(ca.cert.subject)
-        .public_key(key.public_key())
+        .public_key(public_key)
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(not_after)
+        .not_valid_before(not_before)
+        .not_valid_after(min(not_after, ca.cert.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
                 content_commitment=False,
-                key_encipherment=False,
+                key_encipherment=key_encipherment,
                 data_encipherment=False,
                 key_agreement=False,
                 key_cert_sign=False,
@@ -217,19 +247,17 @@ def issue(
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
             critical=False,
         )
     )
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans.extend(x509.IPAddress(ip) for ip in ips)
+    if extended_usages:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(extended_usages), critical=False)
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = builder.sign(ca.key, _signature_hash(ca.key))
-    return CertKey(cert, key)
+    return builder.sign(ca.key, _signature_hash(ca.key))
 
 
 def write_atomic(path: Path, data: bytes, mode: int) -> None:

@@ -1,19 +1,21 @@
-"""A control plane on this machine: the store, an apiserver and the controller-manager as
-local processes, with the cluster's PKI and kubeconfigs, the way kubeadm lays them out.
+"""A control plane on this machine: the store, an apiserver, the controller-manager and
+the scheduler as local processes, with the cluster's PKI and kubeconfigs, the way kubeadm
+lays them out.
 
     .lab/pki/           ca.crt/key (cluster CA), apiserver.crt/key, admin.crt/key,
                         controller-manager.crt/key (CN=system:kube-controller-manager),
+                        scheduler.crt/key (CN=system:kube-scheduler),
                         sa.key/sa.pub (service-account token signing)
     .lab/admin.conf     kubeconfig for the real kubectl (O=system:masters)
-    .lab/controller-manager.conf   the controller-manager's kubeconfig
+    .lab/controller-manager.conf, .lab/scheduler.conf   their kubeconfigs
     .lab/store/         the store's members (see `lab.localcluster`)
     .lab/apiserver.log  the apiserver's log; .lab/audit.log its audit log
-    .lab/controller-manager.log    the controller-manager's log
+    .lab/controller-manager.log, .lab/scheduler.log     their logs
     .lab/*.pid          the processes `make up` started, for `make down`
 
-The controller-manager starts once the apiserver is ready and stops first: it only talks
-to the apiserver, and stopped after it, it would spend its last seconds failing to renew
-its lease.
+The controller-manager and the scheduler start once the apiserver is ready and stop
+first: they only talk to the apiserver, and stopped after it, they would spend their
+last seconds failing to renew their leases.
 
 `make up` uses it until the Docker lab lands; the integration tests and `bench/apiserver`
 start their own in a temporary directory. The apiserver can also be pointed at an existing
@@ -49,6 +51,10 @@ CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 CONTROLLER_MANAGER_LEASE = (
     "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager"
 )
+CLUSTER_CIDR = "10.244.0.0/16"
+"""The pods' addresses, cut into one range per node by node IPAM."""
+SCHEDULER_USER = "system:kube-scheduler"
+SCHEDULER_LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler"
 STOP_TIMEOUT = 15.0
 """Seconds a process gets to exit after SIGTERM before it is killed."""
 
@@ -56,8 +62,9 @@ STOP_TIMEOUT = 15.0
 class LocalControlPlane:
     """The processes of a control plane in `directory` (module docstring).
 
-    `controller_manager=False` leaves the controller-manager out, for measuring the
-    apiserver alone; `store_args` are extra flags for every store member."""
+    `controller_manager=False` and `scheduler=False` leave those out, for measuring the
+    apiserver alone; `store_args` are extra flags for every store member,
+    `scheduler_args` for the scheduler."""
 
     def __init__(
         self,
@@ -68,7 +75,9 @@ class LocalControlPlane:
         port: int | None = None,
         extra_args: list[str] | None = None,
         controller_manager: bool = True,
+        scheduler: bool = True,
         store_args: list[str] | None = None,
+        scheduler_args: list[str] | None = None,
     ) -> None:
         self.dir = directory
         self.pki = directory / "pki"
@@ -81,9 +90,14 @@ class LocalControlPlane:
         self.etcd_servers = etcd_servers or [m.client_url for m in self.store.members]  # type: ignore[union-attr]
         self.extra_args = extra_args or []
         self.with_controller_manager = controller_manager
+        self.with_scheduler = scheduler
+        self.scheduler_args = scheduler_args or []
         self.process: subprocess.Popen[bytes] | None = None
         """The apiserver."""
         self.controller_manager: subprocess.Popen[bytes] | None = None
+        self.scheduler: subprocess.Popen[bytes] | None = None
+        self.scheduler_port = 0
+        """The scheduler's /healthz, /readyz and /metrics port (HTTPS), once started."""
 
     @property
     def server(self) -> str:
@@ -96,6 +110,14 @@ class LocalControlPlane:
     @property
     def controller_manager_kubeconfig(self) -> Path:
         return self.dir / "controller-manager.conf"
+
+    @property
+    def scheduler_kubeconfig(self) -> Path:
+        return self.dir / "scheduler.conf"
+
+    @property
+    def scheduler_log(self) -> Path:
+        return self.dir / "scheduler.log"
 
     @property
     def log_path(self) -> Path:
@@ -118,6 +140,9 @@ class LocalControlPlane:
             # controllers need.
             cert = pki.issue(ca, CONTROLLER_MANAGER_USER, client=True)
             pki.write_pair(cert, self.pki, "controller-manager")
+        if not (self.pki / "scheduler.crt").exists():
+            cert = pki.issue(ca, SCHEDULER_USER, client=True)
+            pki.write_pair(cert, self.pki, "scheduler")
         # Rewritten every time: the port (and so the server URL) may have changed.
         self._write_kubeconfig(self.kubeconfig, "kubernetes-admin", "admin", ca)
         self._write_kubeconfig(
@@ -126,6 +151,7 @@ class LocalControlPlane:
             "controller-manager",
             ca,
         )
+        self._write_kubeconfig(self.scheduler_kubeconfig, SCHEDULER_USER, "scheduler", ca)
 
     def _write_kubeconfig(self, path: Path, user: str, pair: str, ca: pki.CertKey) -> None:
         client = pki.load_pair(self.pki, pair)
@@ -229,6 +255,31 @@ class LocalControlPlane:
             "--root-ca-file",
             str(self.pki / "ca.crt"),
             "--leader-elect=true",
+            # The pod network the node agents route: a /24 of it per node.
+            "--allocate-node-cidrs=true",
+            f"--cluster-cidr={CLUSTER_CIDR}",
+            # Kubelets joining with a bootstrap token get their certificates signed.
+            "--cluster-signing-cert-file",
+            str(self.pki / "ca.crt"),
+            "--cluster-signing-key-file",
+            str(self.pki / "ca.key"),
+        ]
+
+    def scheduler_command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "controlplane.scheduler",
+            "--kubeconfig",
+            str(self.scheduler_kubeconfig),
+            "--leader-elect=true",
+            "--bind-address",
+            "127.0.0.1",
+            "--secure-port",
+            str(self.scheduler_port),
+            "--cert-dir",
+            str(self.pki / "scheduler-serving"),
+            *self.scheduler_args,
         ]
 
     def start(self, timeout: float = 60.0, detach: bool = False) -> None:
@@ -240,6 +291,8 @@ class LocalControlPlane:
         self.start_apiserver(timeout, detach)
         if self.with_controller_manager:
             self.start_controller_manager(timeout, detach)
+        if self.with_scheduler:
+            self.start_scheduler(timeout, detach)
 
     def _spawn(
         self, command: list[str], log_path: Path, pid_file: str, detach: bool
@@ -275,6 +328,23 @@ class LocalControlPlane:
         )
         self.wait_leading(started, timeout)
 
+    def start_scheduler(self, timeout: float = 60.0, detach: bool = False) -> None:
+        """Start the scheduler (once the apiserver is ready) and wait until it holds its
+        lease, when it starts scheduling."""
+        started = datetime.datetime.now(datetime.UTC)
+        self.scheduler_port = self.scheduler_port or free_port()
+        self.scheduler = self._spawn(
+            self.scheduler_command(), self.scheduler_log, "scheduler.pid", detach
+        )
+        self.wait_leading(
+            started,
+            timeout,
+            lease=SCHEDULER_LEASE,
+            process=self.scheduler,
+            log=self.scheduler_log,
+            what="the scheduler",
+        )
+
     def session(self) -> requests.Session:
         """An admin HTTP session (client certificate) for direct API calls."""
         s = requests.Session()
@@ -299,20 +369,29 @@ class LocalControlPlane:
             time.sleep(0.2)
         raise StartError(f"the apiserver was not ready within {timeout:.0f}s:\n" + self.log_tail())
 
-    def wait_leading(self, since: datetime.datetime, timeout: float) -> None:
-        """Wait until the controller-manager's lease was renewed after `since` (a lease
-        left by an earlier, killed controller-manager is older)."""
+    def wait_leading(
+        self,
+        since: datetime.datetime,
+        timeout: float,
+        *,
+        lease: str = CONTROLLER_MANAGER_LEASE,
+        process: subprocess.Popen[bytes] | None = None,
+        log: Path | None = None,
+        what: str = "the controller-manager",
+    ) -> None:
+        """Wait until a lease (default: the controller-manager's) was renewed after
+        `since` (a lease left by an earlier, killed holder is older)."""
         deadline = time.monotonic() + timeout
         s = self.session()
-        process = self.controller_manager
+        process = process or self.controller_manager
+        log = log or self.controller_manager_log
         while time.monotonic() < deadline:
             if process is not None and process.poll() is not None:
                 raise StartError(
-                    f"the controller-manager exited ({process.returncode}):\n"
-                    + self.log_tail(path=self.controller_manager_log)
+                    f"{what} exited ({process.returncode}):\n" + self.log_tail(path=log)
                 )
             try:
-                r = s.get(self.server + CONTROLLER_MANAGER_LEASE, timeout=2)
+                r = s.get(self.server + lease, timeout=2)
             except requests.RequestException:
                 r = None
             if r is not None and r.status_code == 200:
@@ -326,8 +405,7 @@ class LocalControlPlane:
                     return
             time.sleep(0.2)
         raise StartError(
-            f"the controller-manager did not take its lease within {timeout:.0f}s:\n"
-            + self.log_tail(path=self.controller_manager_log)
+            f"{what} did not take its lease within {timeout:.0f}s:\n" + self.log_tail(path=log)
         )
 
     def log_tail(self, lines: int = 25, path: Path | None = None) -> str:
@@ -351,8 +429,12 @@ class LocalControlPlane:
     def stop_controller_manager(self) -> None:
         self._terminate(self.controller_manager)
 
+    def stop_scheduler(self) -> None:
+        self._terminate(self.scheduler)
+
     def stop_apiserver(self) -> None:
-        """Stop the apiserver, and the controller-manager first."""
+        """Stop the apiserver, and the controller-manager and scheduler first."""
+        self.stop_scheduler()
         self.stop_controller_manager()
         self._terminate(self.process)
 
@@ -374,7 +456,8 @@ def cmd_up(directory: Path, port: int) -> None:
     plane = LocalControlPlane(directory, etcd_servers=_store_endpoints(directory), port=port)
     apiserver_up = _alive_from(directory / "apiserver.pid")
     controller_manager_up = _alive_from(directory / "controller-manager.pid")
-    if not (apiserver_up and controller_manager_up):
+    scheduler_up = _alive_from(directory / "scheduler.pid")
+    if not (apiserver_up and controller_manager_up and scheduler_up):
         directory.mkdir(parents=True, exist_ok=True)
         plane.make_pki()
     if apiserver_up:
@@ -398,6 +481,16 @@ def cmd_up(directory: Path, port: int) -> None:
             plane.stop_controller_manager()
             raise SystemExit(f"the controller-manager did not come up: {exc}") from None
         print("==> controller-manager running its controllers")
+    if scheduler_up:
+        print("==> scheduler already running")
+    else:
+        print(f"==> starting the scheduler (log: {plane.scheduler_log})", flush=True)
+        try:
+            plane.start_scheduler(detach=True)
+        except StartError as exc:
+            plane.stop_scheduler()
+            raise SystemExit(f"the scheduler did not come up: {exc}") from None
+        print(f"==> scheduler leading (https://127.0.0.1:{plane.scheduler_port}/healthz)")
     print("\nUse the real kubectl (installed in the venv):")
     print(f"  export KUBECONFIG={plane.kubeconfig.resolve()}")
     print("  .venv/bin/kubectl get namespaces")
@@ -406,8 +499,9 @@ def cmd_up(directory: Path, port: int) -> None:
 
 
 def cmd_down(directory: Path) -> None:
-    # The controller-manager first, and to the end: it releases its lease on the way out,
-    # which it cannot do once the apiserver is gone.
+    # The controller-manager and scheduler first, and to the end: they release their
+    # leases on the way out, which they cannot do once the apiserver is gone.
+    _stop(directory / "scheduler.pid", "the scheduler")
     _stop(directory / "controller-manager.pid", "the controller-manager")
     _stop(directory / "apiserver.pid", "the apiserver")
 

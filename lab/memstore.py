@@ -75,7 +75,10 @@ class MemStore:
         self.progress_interval = progress_interval
         self._mvcc = mvcc.MVCCStore()
         self._index = 0
+        # Guards `_closed` and `_waiting`: nothing is put on the loop once it is closing.
+        self._lock = threading.Lock()
         self._closed = False
+        self._waiting: set[concurrent.futures.Future[WatchBatch | None]] = set()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="memstore", daemon=True)
         self._thread.start()
@@ -85,8 +88,14 @@ class MemStore:
 
     def _call(self, fn: Callable[[], _T]) -> _T:
         """Run `fn` on the store's loop; MVCC and gateway errors become store errors."""
-        if self._closed:
-            raise Unavailable(GrpcCode.UNAVAILABLE, "memstore: the store was closed")
+        with self._lock:
+            if self._closed:
+                raise Unavailable(GrpcCode.UNAVAILABLE, "memstore: the store was closed")
+            done = self._schedule(fn)
+        return done.result()
+
+    def _schedule(self, fn: Callable[[], _T]) -> concurrent.futures.Future[_T]:
+        """Queue `fn` on the loop; its result (or store error) comes in the future."""
         done: concurrent.futures.Future[_T] = concurrent.futures.Future()
 
         def run() -> None:
@@ -100,7 +109,7 @@ class MemStore:
                 done.set_exception(exc)
 
         self._loop.call_soon_threadsafe(run)
-        return done.result()
+        return done
 
     def _header(self, revision: int | None = None) -> dict[str, str]:
         """The header the store's server sends (one member, always its own leader)."""
@@ -223,42 +232,37 @@ class MemStore:
         return MemWatch(self, w, created_at, timeout, WatchResponse.parse(first))
 
     def _next_batch(self, w: Watcher, timeout: float | None) -> WatchBatch | None:
-        if self._closed:
-            return WatchBatch(0, canceled=True)
-        waiting = asyncio.run_coroutine_threadsafe(self._hub.next_batch(w, timeout), self._loop)
-        while True:
-            try:
-                return waiting.result(timeout=0.1)
-            except concurrent.futures.TimeoutError:
-                # The store may have closed between the check above and the scheduling:
-                # its loop is then stopped and would never run the wait.
-                if self._closed:
-                    waiting.cancel()
-                    return WatchBatch(0, canceled=True)
+        with self._lock:
+            if self._closed:
+                return WatchBatch(0, canceled=True)
+            coro = self._hub.next_batch(w, timeout)
+            waiting = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            self._waiting.add(waiting)
+        try:
+            return waiting.result()
+        finally:
+            with self._lock:
+                self._waiting.discard(waiting)
 
     def _cancel(self, w: Watcher) -> None:
-        if not self._closed:
-            self._loop.call_soon_threadsafe(self._hub.cancel, w)
+        with self._lock:
+            if not self._closed:
+                self._loop.call_soon_threadsafe(self._hub.cancel, w)
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
         """End the store: watches end with `Unavailable`, calls are refused."""
-        if self._closed:
-            return
-        self._call(self._hub.close)
-        self._closed = True
-
-        def stop() -> None:
-            # Waits still pending (a watch whose reader has gone) are cancelled rather
-            # than left for the collector to report as "destroyed but pending"; the
-            # cancellations run before the loop stops.
-            for task in asyncio.all_tasks(self._loop):
-                task.cancel()
-            self._loop.call_soon(self._loop.stop)
-
-        # One pass of the loop first, for the watches the hub's close has just ended.
-        self._loop.call_soon_threadsafe(self._loop.call_soon, stop)
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            waiting = list(self._waiting)
+        # Cancelling every watcher ends the waits in progress; they need the loop for a
+        # few more turns, so it stops only once they are over.
+        self._schedule(self._hub.close).result()
+        concurrent.futures.wait(waiting, timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
 
     def __enter__(self) -> Self:

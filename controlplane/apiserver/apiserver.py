@@ -15,8 +15,10 @@ answer and reach the store.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,7 @@ from .metrics import Metrics
 from .registry import Registry
 from .requestinfo import RequestInfo
 from .services import ServiceAllocator
-from .storage import Storage
+from .storage import KeyNotFound, RevisionConflict, Storage
 from .views import ConvertedView
 from .watchcache import Cacher
 
@@ -132,6 +134,7 @@ class APIServer:
             self.authz,
             config.admission_plugins,
             live_get=self.stored,
+            charge=functools.partial(self.swap, "resourcequotas"),
         )
         self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
         # Resources served from another's objects (events.k8s.io/v1 Events).
@@ -173,6 +176,25 @@ class APIServer:
         """Read through to the store (linearizable), for lookups the cache may lag on."""
         r = _resource(plural)
         return self.storage.get(r.key(namespace, name))
+
+    def swap(
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        change: Callable[[dict[str, Any]], dict[str, Any] | None],
+    ) -> dict[str, Any] | None:
+        """Compare-and-swap `change` into an object in the store until it sticks (the
+        apiserver's own writes: a ResourceQuota's charged usage, a disruption budget's
+        taken disruption); None if the object is gone."""
+        r = _resource(plural)
+        try:
+            stored, _ = self.storage.guaranteed_update(r.key(namespace, name), change)
+        except KeyNotFound:
+            return None
+        except RevisionConflict:
+            raise errors.conflict(r.plural, name, r.group) from None
+        return stored
 
     def cached_list(self, plural: str, namespace: str) -> list[dict[str, Any]]:
         r = _resource(plural)
@@ -264,6 +286,30 @@ class APIServer:
                             "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
                         }
                     ],
+                },
+            )
+            # Its EndpointSlice too, as kube-apiserver's endpoint reconciler writes both
+            # (the Endpoints are labelled for the mirroring controller to skip).
+            family = ipaddress.ip_address(self.config.advertise_address).version
+            self._ensure(
+                _resource("endpointslices.discovery.k8s.io"),
+                "default",
+                {
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "name": "kubernetes",
+                        "namespace": "default",
+                        "labels": {"kubernetes.io/service-name": "kubernetes"},
+                    },
+                    "addressType": f"IPv{family}",
+                    "endpoints": [
+                        {
+                            "addresses": [self.config.advertise_address],
+                            "conditions": {"ready": True},
+                        }
+                    ],
+                    "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
                 },
             )
         self.bootstrapped = True

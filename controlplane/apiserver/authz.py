@@ -485,6 +485,7 @@ BOOTSTRAP_POLICY: list[Object] = [
                 ],
                 _READ,
             ),
+            _rule([""], ["pods"], ["delete"]),  # preemption's victims
             _rule([""], ["pods/binding", "bindings"], ["create"]),
             _rule([""], ["pods/status"], ["patch", "update"]),
             _rule([""], ["events"], ["create", "patch", "update"]),
@@ -508,6 +509,14 @@ BOOTSTRAP_POLICY: list[Object] = [
         "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
         [
             _rule(["certificates.k8s.io"], ["certificatesigningrequests/nodeclient"], ["create"]),
+        ],
+    ),
+    _cluster_role(
+        "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+        [
+            _rule(
+                ["certificates.k8s.io"], ["certificatesigningrequests/selfnodeclient"], ["create"]
+            ),
         ],
     ),
     _binding("cluster-admin", "cluster-admin", [("Group", MASTERS)]),

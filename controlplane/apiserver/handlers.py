@@ -7,7 +7,7 @@
 * ``serviceaccounts/token``: a TokenRequest answered with a signed token
   (``kubectl create token``).
 * ``namespaces/finalize``, ``certificatesigningrequests/approval``: writes of one field.
-* ``pods/eviction``: an Eviction deletes the pod (disruption budgets are not enforced).
+* ``pods/eviction``: an Eviction deletes the pod if its disruption budget allows (`eviction`).
 * ``pods/log|exec|attach|portforward``, ``nodes/proxy``: the live-data path, proxied to
   the node's kubelet (`kubelet_proxy`).
 * Reviews (never stored): SelfSubjectAccessReview and SelfSubjectRulesReview
@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import copy
 import datetime
+import functools
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flask import Response, request
@@ -28,11 +30,12 @@ from kubelab import fastjson
 from kubelab.api import errors, patch
 from kubelab.api.resources import Resource, lookup
 
-from . import strategy
+from . import eviction
 from .authn import API_AUDIENCE, UserInfo
 from .authz import MASTERS, NODES
 from .registry import DeleteOptions, decode_body, parse_dry_run, patch_error
 from .requestinfo import RequestInfo
+from .strategies import for_resource, now_rfc3339
 
 if TYPE_CHECKING:
     from .apiserver import APIServer
@@ -101,7 +104,15 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
     if sub in ("finalize", "approval") and verb == "update":
         return _one_field(server, r, ns, info.name, sub, _body(), user)
     if sub == "eviction" and verb == "create":
-        reg.delete(r, ns, info.name, DeleteOptions(), user)
+        body = _body()
+        options = DeleteOptions.parse(dict(request.args), body.get("deleteOptions"))
+        eviction.admit_eviction(
+            reg.get(r, ns, info.name),
+            server.cached_list("poddisruptionbudgets.policy", ns),
+            functools.partial(server.swap, "poddisruptionbudgets.policy"),
+            dry_run=options.dry_run,
+        )
+        reg.delete(r, ns, info.name, options, user)
         return json_response(
             {
                 "kind": "Status",
@@ -118,15 +129,15 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
 
 
 def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: UserInfo) -> Response:
-    reg = server.registry
+    reg, strategy = server.registry, for_resource(r)
     if info.verb == "get":
-        return json_response(strategy.to_scale(r, reg.get(r, ns, info.name)))
+        return json_response(strategy.to_scale(reg.get(r, ns, info.name)))
     if info.verb not in ("update", "patch"):
         raise errors.method_not_allowed(f"{info.verb} is not supported on {r.plural}/scale")
     if info.verb == "update":
         wanted = _body()
     else:
-        current = strategy.to_scale(r, reg.get(r, ns, info.name))
+        current = strategy.to_scale(reg.get(r, ns, info.name))
         media = (request.content_type or "").split(";")[0].strip()
         try:
             wanted = patch.apply_patch(
@@ -159,7 +170,7 @@ def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: Use
         dry_run=_dry_run(),
         manager=field_manager(),
     )
-    return json_response(strategy.to_scale(r, updated))
+    return json_response(strategy.to_scale(updated))
 
 
 def _bind(
@@ -195,7 +206,7 @@ def _bind(
             {
                 "type": "PodScheduled",
                 "status": "True",
-                "lastTransitionTime": strategy.now_rfc3339(),
+                "lastTransitionTime": now_rfc3339(),
                 "lastProbeTime": None,
             }
         )
@@ -268,7 +279,7 @@ def _token(server: APIServer, ns: str, name: str, request_body: Object) -> Respo
             "metadata": {
                 "name": name,
                 "namespace": ns,
-                "creationTimestamp": strategy.now_rfc3339(),
+                "creationTimestamp": now_rfc3339(),
             },
             "spec": {**spec, "expirationSeconds": seconds},
             "status": {"token": token, "expirationTimestamp": expires},
@@ -312,84 +323,128 @@ def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -
     if info.verb != "create":
         raise errors.method_not_allowed(f"only create is supported on {r.group_resource}")
     body = _body()
-    spec = body.get("spec") or {}
-    kind = r.kind
-    if kind in ("SelfSubjectAccessReview", "SubjectAccessReview"):
-        subject = user
-        if kind == "SubjectAccessReview":
-            subject = UserInfo(
-                str(spec.get("user", "")), str(spec.get("uid", "")), tuple(spec.get("groups") or [])
+    review = _REVIEWS.get(r.kind)
+    if review is None:
+        raise errors.method_not_allowed(f"{r.group_resource} is not served yet")
+    return review(server, r, body, body.get("spec") or {}, user)
+
+
+def _self_access_review(
+    server: APIServer, r: Resource, body: Object, spec: Object, user: UserInfo
+) -> Object:
+    """May I? (``kubectl auth can-i``)"""
+    return _access_review(server, r, body, spec, user)
+
+
+def _subject_access_review(
+    server: APIServer, r: Resource, body: Object, spec: Object, user: UserInfo
+) -> Object:
+    """May the user the review names?"""
+    subject = UserInfo(
+        str(spec.get("user", "")), str(spec.get("uid", "")), tuple(spec.get("groups") or [])
+    )
+    return _access_review(server, r, body, spec, subject)
+
+
+def _access_review(
+    server: APIServer, r: Resource, body: Object, spec: Object, subject: UserInfo
+) -> Object:
+    attrs = spec.get("resourceAttributes")
+    if attrs:
+        group = attrs.get("group", "")
+        asked = RequestInfo(
+            verb=attrs.get("verb", ""),
+            path="",
+            is_resource=True,
+            group=group,
+            version=attrs.get("version", ""),
+            namespace=attrs.get("namespace", ""),
+            resource=attrs.get("resource", ""),
+            subresource=attrs.get("subresource", ""),
+            name=attrs.get("name", ""),
+        )
+    else:
+        nra = spec.get("nonResourceAttributes") or {}
+        asked = RequestInfo(verb=nra.get("verb", ""), path=nra.get("path", ""))
+    decision = server.authz.authorize(subject, asked)
+    status: Object = {"allowed": decision.allowed}
+    if decision.allowed and decision.reason:
+        status["reason"] = f"allowed by {decision.reason}"
+    return {
+        **body,
+        "apiVersion": r.api_version,
+        "kind": r.kind,
+        "metadata": body.get("metadata") or {},
+        "status": status,
+    }
+
+
+def _rules_review(
+    server: APIServer, r: Resource, body: Object, spec: Object, user: UserInfo
+) -> Object:
+    """What may I do in a namespace? (``kubectl auth can-i --list``)"""
+    ns = spec.get("namespace", "")
+    rules = [rule for rule, _ in server.authz.rules_for(user, ns)]
+    resource_rules = [x for x in rules if "nonResourceURLs" not in x]
+    non_resource = [x for x in rules if "nonResourceURLs" in x]
+    return {
+        "apiVersion": r.api_version,
+        "kind": r.kind,
+        "metadata": {},
+        "spec": spec,
+        "status": {
+            "resourceRules": resource_rules,
+            "nonResourceRules": non_resource,
+            # The Node authorizer and system:masters grant more than these rules.
+            "incomplete": MASTERS in user.groups or NODES in user.groups,
+        },
+    }
+
+
+def _self_subject_review(
+    server: APIServer, r: Resource, body: Object, spec: Object, user: UserInfo
+) -> Object:
+    """Who am I? (``kubectl auth whoami``)"""
+    return {
+        "apiVersion": r.api_version,
+        "kind": r.kind,
+        "metadata": {"creationTimestamp": now_rfc3339()},
+        "status": {"userInfo": user.as_dict()},
+    }
+
+
+def _token_review(
+    server: APIServer, r: Resource, body: Object, spec: Object, user: UserInfo
+) -> Object:
+    """Whose is this token?"""
+    token = str(spec.get("token", ""))
+    try:
+        who = server.authn.authenticate("", None, f"Bearer {token}")
+        # Tokens are only accepted for the API's own audience.
+        wanted = spec.get("audiences") or [API_AUDIENCE]
+        if API_AUDIENCE not in wanted:
+            raise errors.unauthorized(
+                f"token audiences do not include any of the requested {wanted}"
             )
-        attrs = spec.get("resourceAttributes")
-        if attrs:
-            group = attrs.get("group", "")
-            asked = RequestInfo(
-                verb=attrs.get("verb", ""),
-                path="",
-                is_resource=True,
-                group=group,
-                version=attrs.get("version", ""),
-                namespace=attrs.get("namespace", ""),
-                resource=attrs.get("resource", ""),
-                subresource=attrs.get("subresource", ""),
-                name=attrs.get("name", ""),
-            )
-        else:
-            nra = spec.get("nonResourceAttributes") or {}
-            asked = RequestInfo(verb=nra.get("verb", ""), path=nra.get("path", ""))
-        decision = server.authz.authorize(subject, asked)
-        status: Object = {"allowed": decision.allowed}
-        if decision.allowed and decision.reason:
-            status["reason"] = f"allowed by {decision.reason}"
-        return {
-            **body,
-            "apiVersion": r.api_version,
-            "kind": kind,
-            "metadata": body.get("metadata") or {},
-            "status": status,
-        }
-    if kind == "SelfSubjectRulesReview":
-        ns = spec.get("namespace", "")
-        rules = [rule for rule, _ in server.authz.rules_for(user, ns)]
-        resource_rules = [x for x in rules if "nonResourceURLs" not in x]
-        non_resource = [x for x in rules if "nonResourceURLs" in x]
-        return {
-            "apiVersion": r.api_version,
-            "kind": kind,
-            "metadata": {},
-            "spec": spec,
-            "status": {
-                "resourceRules": resource_rules,
-                "nonResourceRules": non_resource,
-                # The Node authorizer and system:masters grant more than these rules.
-                "incomplete": MASTERS in user.groups or NODES in user.groups,
-            },
-        }
-    if kind == "SelfSubjectReview":
-        return {
-            "apiVersion": r.api_version,
-            "kind": kind,
-            "metadata": {"creationTimestamp": strategy.now_rfc3339()},
-            "status": {"userInfo": user.as_dict()},
-        }
-    if kind == "TokenReview":
-        token = str(spec.get("token", ""))
-        try:
-            who = server.authn.authenticate("", None, f"Bearer {token}")
-            # Tokens are only accepted for the API's own audience.
-            wanted = spec.get("audiences") or [API_AUDIENCE]
-            if API_AUDIENCE not in wanted:
-                raise errors.unauthorized(
-                    f"token audiences do not include any of the requested {wanted}"
-                )
-            status = {"authenticated": True, "user": who.as_dict(), "audiences": [API_AUDIENCE]}
-        except errors.StatusError as exc:
-            status = {"authenticated": False, "error": exc.message}
-        return {
-            "apiVersion": r.api_version,
-            "kind": kind,
-            "metadata": {},
-            "spec": spec,
-            "status": status,
-        }
-    raise errors.method_not_allowed(f"{r.group_resource} is not served yet")
+        status = {"authenticated": True, "user": who.as_dict(), "audiences": [API_AUDIENCE]}
+    except errors.StatusError as exc:
+        status = {"authenticated": False, "error": exc.message}
+    return {
+        "apiVersion": r.api_version,
+        "kind": r.kind,
+        "metadata": {},
+        "spec": spec,
+        "status": status,
+    }
+
+
+Review = Callable[["APIServer", Resource, Object, Object, UserInfo], Object]
+"""(server, resource, request body, its spec, requesting user) -> the answered review."""
+
+_REVIEWS: dict[str, Review] = {
+    "SelfSubjectAccessReview": _self_access_review,
+    "SubjectAccessReview": _subject_access_review,
+    "SelfSubjectRulesReview": _rules_review,
+    "SelfSubjectReview": _self_subject_review,
+    "TokenReview": _token_review,
+}

@@ -1,9 +1,10 @@
 """The generic registry: create, get, list, watch, update, patch and delete for every
 stored resource, following the Kubernetes API conventions.
 
-One code path serves all resources; per-kind differences live in `strategy` (what the
-server owns), `kubelab.api.defaults` / `kubelab.api.validation` (the object's schema
-rules) and the admission chain (cluster policy). The order on a write is Kubernetes':
+One code path serves all resources; per-kind differences live in the resource's
+strategy (`strategies`: what the server owns, how the object is validated, how its
+deletion goes), `kubelab.api.defaults` (the schema's defaults) and the admission chain
+(cluster policy). The order on a write is Kubernetes':
 
     decode -> server-owned fields (strategy) -> defaults -> mutating admission
            -> validation (422 lists every bad field) -> validating admission
@@ -39,9 +40,8 @@ from kubelab import storeclient
 from kubelab.api import errors, patch, selectors
 from kubelab.api.defaults import apply_defaults
 from kubelab.api.resources import Resource
-from kubelab.api.validation import validate
 
-from . import fieldvalidation, strategy
+from . import fieldvalidation
 from .storage import (
     InvalidContinue,
     KeyExists,
@@ -52,6 +52,7 @@ from .storage import (
     RevisionReader,
     Storage,
 )
+from .strategies import Strategy, for_resource, now_rfc3339
 from .watchcache import (
     BOOKMARK,
     ERROR,
@@ -344,8 +345,9 @@ class Registry:
         # Consistent reads from the cache share their store round trips.
         self.revisions = RevisionReader(storage.current_revision)
         self.admission = admission or Admission()
-        # Keys a write must also create / release in the same transaction (a Service's
-        # cluster IP and node ports); see `services`.
+        # Keys a write of a resource whose strategy `allocates` must also create /
+        # release in the same transaction (a Service's cluster IP and node ports); see
+        # `services`.
         self.allocator = allocator
         # Seconds a watch that asked for bookmarks may stay silent before it gets one
         # (checked once a second); tests of clients shorten it (`lab.testenv`).
@@ -376,6 +378,7 @@ class Registry:
     ) -> Object:
         """`matches` replaces the selectors of `opts` (a converted view filters its own
         form of the objects)."""
+        index_value = self._index_value(r, opts, matches)
         matches = matches or self.matcher(r, opts)
         prefix = r.collection_prefix(namespace)
         exact = opts.resource_version_match == "Exact"
@@ -401,7 +404,7 @@ class Registry:
                 else self._store_call(self.revisions.current)
             )
             self._wait_fresh(wanted)
-        items, revision = self.cacher.list_objects(r, prefix, matches)
+        items, revision = self.cacher.list_objects(r, prefix, matches, index_value)
         return self._list_body(r, ListResult(items, revision))
 
     def _list_body(self, r: Resource, res: ListResult) -> Object:
@@ -425,6 +428,7 @@ class Registry:
         matches: Filter | None = None,
     ) -> WatchStream:
         """Watch events as Kubernetes sends them: {"type": ..., "object": ...}."""
+        index_value = self._index_value(r, opts, matches)
         matches = matches or self.matcher(r, opts)
         prefix = r.collection_prefix(namespace)
         since: int | None = None
@@ -434,7 +438,7 @@ class Registry:
         elif opts.resource_version == "":
             self._wait_fresh(self._store_call(self.revisions.current))
         try:
-            watcher, first, revision = self.cacher.watch(r, prefix, matches, since)
+            watcher, first, revision = self.cacher.watch(r, prefix, matches, since, index_value)
         except TooOldResourceVersion as exc:
             raise errors.gone(str(exc)) from None
         timeout = opts.timeout_seconds if opts.timeout_seconds else 1800
@@ -464,6 +468,7 @@ class Registry:
         sixth more CPU and doubled the time of a large LIST, for the one thing it gives,
         conflicts between a creator and a later applier. Updates, patches and applies
         are recorded (`_write`, `apply`)."""
+        strategy = for_resource(r)
         self._check_type(r, obj)
         fieldvalidation.prune(r, obj)
         meta = obj.setdefault("metadata", {})
@@ -480,20 +485,21 @@ class Registry:
                 [errors.required("metadata.name", "name or generateName is required")],
                 r.group,
             )
-        strategy.prepare_for_create(r, obj)
+        strategy.prepare_for_create(obj, user)
         apply_defaults(r.kind, obj)
         attrs = Attributes("CREATE", r, "", namespace, name, obj, None, user, dry_run)
         self.admission.admit(attrs)
-        self._validate(r, obj, None)
+        self._validate(strategy, obj, None)
         self.admission.validate(attrs)
         key = r.key(namespace, name)
         # Randomly picked addresses (a Service's cluster IP) may collide: pick again from
-        # the object as it was before allocation (only a Service's allocation changes it).
-        unallocated = copy.deepcopy(obj) if r.kind == "Service" else obj
+        # the object as it was before allocation (only an allocation changes it).
+        allocator = self.allocator if strategy.allocates else None
+        unallocated = copy.deepcopy(obj) if strategy.allocates else obj
         for attempt in range(5):
             candidate = copy.deepcopy(unallocated) if unallocated is not obj else obj
             attrs.object = candidate
-            acquire, _ = self.allocator(attrs) if self.allocator else ([], [])
+            acquire, _ = allocator(attrs) if allocator else ([], [])
             if dry_run:
                 return candidate
             try:
@@ -609,7 +615,7 @@ class Registry:
             )
         self._check_type(r, config)
         applied = managedfields.field_set(r.kind, config)
-        now = strategy.now_rfc3339()
+        now = now_rfc3339()
         mine = managedfields.entry(manager, "Apply", r.api_version, now, applied)
 
         def applied_to(old: Object) -> Object:
@@ -678,6 +684,8 @@ class Registry:
         owns the fields it changed, and other managers no longer do
         (``metadata.managedFields``, operation Update)."""
         key = r.key(namespace, name)
+        strategy = for_resource(r)
+        allocator = self.allocator if strategy.allocates else None
         side: list[tuple[list[tuple[str, bytes]], list[str]]] = [([], [])]
 
         def mutate(old: Object) -> Object | None:
@@ -695,13 +703,13 @@ class Registry:
             elif subresource == "binding":
                 pass  # the server wrote both spec.nodeName and the PodScheduled condition
             else:
-                strategy.prepare_for_update(r, new, old)
+                strategy.prepare_for_update(new, old)
             apply_defaults(r.kind, new)
             attrs = Attributes("UPDATE", r, subresource, namespace, name, new, old, user, dry_run)
             self.admission.admit(attrs)
             # A binding is the server's own change of spec.nodeName, which the pod update
             # rules forbid to users: validate the result as an object, not as an update.
-            self._validate(r, new, None if subresource == "binding" else old)
+            self._validate(strategy, new, None if subresource == "binding" else old)
             self.admission.validate(attrs)
             if manager and not subresource:
                 changed, removed = managedfields.changes(r.kind, old, new)
@@ -710,12 +718,12 @@ class Registry:
                         new["metadata"].get("managedFields"),
                         manager,
                         r.api_version,
-                        strategy.now_rfc3339(),
+                        now_rfc3339(),
                         changed,
                         removed,
                     )
-            if self.allocator is not None:
-                side[0] = self.allocator(attrs)
+            if allocator is not None:
+                side[0] = allocator(attrs)
             if new == old:
                 return None
             return new
@@ -792,12 +800,13 @@ class Registry:
             )
         attrs = Attributes("DELETE", r, "", namespace, name, None, current, user, opts.dry_run)
         self.admission.validate(attrs)
-        grace = strategy.grace_period(r, current, opts.grace_period)
+        strategy = for_resource(r)
+        grace = strategy.grace_period(current, opts.grace_period)
         propagation = {"Foreground": FOREGROUND, "Orphan": ORPHAN}.get(opts.propagation)
         held = bool(meta.get("finalizers")) or propagation is not None
         if opts.dry_run:
             return current
-        if grace == 0 and not held and r.kind != "Namespace":
+        if grace == 0 and not held and strategy.immediate_delete:
             try:
                 return self._remove(r, current)
             except RevisionConflict:
@@ -816,17 +825,11 @@ class Registry:
                 if int(m.get("generation", 0)) > 0:
                     m["generation"] = int(m["generation"]) + 1
                 changed = True
-            if r.kind == "Pod" and (
-                m.get("deletionGracePeriodSeconds") is None
-                or grace < int(m["deletionGracePeriodSeconds"])
-            ):
-                m["deletionGracePeriodSeconds"] = grace
+            # The kind's own marks (a pod's grace period, a namespace's phase).
+            if strategy.mark_deleting(obj, grace):
                 changed = True
             if propagation is not None and propagation not in m.setdefault("finalizers", []):
                 m["finalizers"].append(propagation)
-                changed = True
-            if r.kind == "Namespace" and obj.get("status", {}).get("phase") != "Terminating":
-                obj.setdefault("status", {})["phase"] = "Terminating"
                 changed = True
             return obj if changed else None
 
@@ -866,7 +869,7 @@ class Registry:
         what it held (a Service's addresses); RevisionConflict if it changed."""
         meta = obj["metadata"]
         releases: list[str] = []
-        if self.allocator is not None:
+        if self.allocator is not None and for_resource(r).allocates:
             attrs = Attributes(
                 "DELETE", r, "", meta.get("namespace", ""), meta["name"], None, obj, None, False
             )
@@ -927,9 +930,11 @@ class Registry:
         meta["namespace"] = given
 
     @staticmethod
-    def _validate(r: Resource, obj: Object, old: Object | None) -> None:
-        problems = validate(r.kind, obj, old)
+    def _validate(strategy: Strategy, obj: Object, old: Object | None) -> None:
+        """422 listing every problem of `obj` (as an update of `old`, if given)."""
+        problems = strategy.validate(obj) if old is None else strategy.validate_update(obj, old)
         if problems:
+            r = strategy.resource
             name = str(obj.get("metadata", {}).get("name", ""))
             raise errors.invalid_object(r.kind, name, problems, r.group)
 
@@ -947,6 +952,17 @@ class Registry:
             )
 
         return matches
+
+    def _index_value(self, r: Resource, opts: ListOptions, custom: Filter | None) -> str | None:
+        """The value the field selector of `opts` pins the watch cache's indexed field of
+        `r` to (pods: `spec.nodeName`); None without one, or with a `custom` filter in
+        place of the selectors."""
+        if custom is not None or not opts.field_selector:
+            return None
+        field = self.cacher.cache_for(r).index_field
+        if field is None:
+            return None
+        return selectors.parse_field_selector(opts.field_selector, r).requires_exact_match(field)
 
     def _wait_fresh(self, revision: int) -> None:
         try:
@@ -1018,14 +1034,12 @@ def _apply_conflict(
 
 
 def _ready_to_go(r: Resource, obj: Object) -> bool:
-    """A deleted object whose finalizers are all gone (a Namespace's spec.finalizers too)
-    and that no kubelet still has to confirm (a pod in its grace period)."""
+    """A deleted object whose finalizers are all gone and that nobody else holds (a
+    Namespace's spec.finalizers, a pod in its grace period: see the kind's strategy)."""
     meta = obj["metadata"]
     if not meta.get("deletionTimestamp") or meta.get("finalizers"):
         return False
-    if r.kind == "Namespace" and obj.get("spec", {}).get("finalizers"):
-        return False
-    return not (r.kind == "Pod" and meta.get("deletionGracePeriodSeconds"))
+    return not for_resource(r).holds_deletion(obj)
 
 
 def _everything(obj: Object) -> bool:

@@ -47,8 +47,9 @@ class ServiceAllocator:
         return str(self.network.network_address + 1)
 
     def __call__(self, attrs: Attributes) -> tuple[list[tuple[str, bytes]], list[str]]:
-        """(keys to create, keys to release) for a write; fills in the allocated values."""
-        if attrs.resource.kind != "Service" or attrs.subresource == "status":
+        """(keys to create, keys to release) for a write of a Service (the registry calls
+        it for the kinds whose strategy `allocates`); fills in the allocated values."""
+        if attrs.subresource == "status":
             return [], []
         new, old = attrs.object, attrs.old
         if attrs.operation == "DELETE":

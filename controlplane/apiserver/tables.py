@@ -542,6 +542,21 @@ def _endpoints_cells(resource: Resource, endpoints: Obj, now: datetime) -> list[
     return [_name(endpoints), _endpoints_text(endpoints), _age(endpoints, now)]
 
 
+def _budget_cells(resource: Resource, budget: Obj, now: datetime) -> list[Cell]:
+    def text(field: str) -> str:
+        value = lookup_path(budget, "spec", field)
+        return "N/A" if value is None else str(value)
+
+    allowed = lookup_path(budget, "status", "disruptionsAllowed")
+    return [
+        _name(budget),
+        text("minAvailable"),
+        text("maxUnavailable"),
+        int(allowed or 0),
+        _age(budget, now),
+    ]
+
+
 def _slice_cells(resource: Resource, endpoint_slice: Obj, now: datetime) -> list[Cell]:
     ports = []
     for port in _list(endpoint_slice, "ports"):
@@ -986,6 +1001,16 @@ _PRINTERS: dict[str, _Printer] = {
     "endpoints": _Printer(
         (_NAME, _column("Endpoints", "Up to three of the endpoints' addresses."), _AGE),
         _endpoints_cells,
+    ),
+    "poddisruptionbudgets.policy": _Printer(
+        (
+            _NAME,
+            _column("Min Available", "The pods that must stay available, N/A if not set."),
+            _column("Max Unavailable", "The pods that may be unavailable, N/A if not set."),
+            _column("Allowed Disruptions", "How many pods may be evicted now.", "integer"),
+            _AGE,
+        ),
+        _budget_cells,
     ),
     "endpointslices.discovery.k8s.io": _Printer(
         (

@@ -21,6 +21,14 @@ re-lists. A watch with resourceVersion "0" (or none) starts with a synthetic ADD
 current object. Selectors are applied per watcher, and an object that stops (starts)
 matching is sent as DELETED (ADDED), so a filtered watch stays a consistent view.
 
+Pods are indexed by `spec.nodeName`, as Kubernetes' cacher indexes them ("indexed
+triggers"): each kubelet watches and lists only its own node's pods, and with hundreds of
+nodes, offering every pod event to every kubelet's watcher (and scanning every pod for a
+kubelet's list) would cost the apiserver nodes x events selector runs. A watch or list
+whose field selector pins `spec.nodeName=X` is registered under X; an event is offered to
+the unindexed watchers and to those registered under the node of the object's new and
+previous state (a binding moves a pod from "" to a node), and to no one else.
+
 A watcher whose queue overflows (a client that stopped reading) is closed rather than
 allowed to grow without bound; like any closed watch, its client re-watches.
 
@@ -38,11 +46,12 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kubelab import fastjson, storeclient
 from kubelab.api.resources import RESOURCES, Resource
+from kubelab.api.selectors import field_value
 from kubelab.kvstore import WatchStream
 
 from .storage import Object, Storage, decode
@@ -76,6 +85,9 @@ class Event:
 
 Filter = Callable[[Object], bool]
 
+INDEXED_FIELDS = {"pods": "spec.nodeName"}
+"""The field each resource's cache is indexed by (group_resource -> field selector name)."""
+
 
 @dataclass(eq=False)
 class Watcher:
@@ -83,6 +95,8 @@ class Watcher:
 
     prefix: str
     matches: Filter
+    index_value: str | None = None
+    """The value of its resource's indexed field that `matches` pins, if any."""
     queue: queue.Queue[Event | None] = field(default_factory=lambda: queue.Queue(maxsize=5000))
     closed: bool = False
     reason: str = ""
@@ -129,7 +143,8 @@ class Watcher:
 
 
 class ResourceCache:
-    """One resource's objects, recent events and watchers (guarded by the cacher's lock)."""
+    """One resource's objects, recent events and watchers (guarded by the cacher's lock),
+    with the objects and watchers indexed by `index_field` if the resource has one."""
 
     def __init__(self, resource: Resource, capacity: int) -> None:
         self.resource = resource
@@ -140,6 +155,10 @@ class ResourceCache:
         self.oldest = 0
         """Every event after this revision is in `events`."""
         self.watchers: set[Watcher] = set()
+        """The watchers that are not indexed."""
+        self.index_field = INDEXED_FIELDS.get(resource.group_resource)
+        self._keys_by_value: dict[str, set[str]] = {}
+        self._watchers_by_value: dict[str, set[Watcher]] = {}
 
     def owns(self, key: str) -> bool:
         if not key.startswith(self.prefix):
@@ -147,14 +166,83 @@ class ResourceCache:
         rest = key[len(self.prefix) :]
         return rest.count("/") == self.depth - 1 and "" not in rest.split("/")
 
+    def index_value(self, obj: Object | None) -> str | None:
+        if obj is None or self.index_field is None:
+            return None
+        return field_value(self.resource, obj, self.index_field)
+
+    def put(self, key: str, obj: Object) -> None:
+        old = self.objects.get(key)
+        self.objects[key] = obj
+        if self.index_field is not None:
+            self._unindex(key, old)
+            self._keys_by_value.setdefault(self.index_value(obj) or "", set()).add(key)
+
+    def remove(self, key: str) -> None:
+        self._unindex(key, self.objects.pop(key, None))
+
+    def clear(self) -> None:
+        self.objects.clear()
+        self._keys_by_value.clear()
+        self.events.clear()
+
+    def _unindex(self, key: str, old: Object | None) -> None:
+        value = self.index_value(old)
+        if value is None:
+            return
+        keys = self._keys_by_value.get(value)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._keys_by_value[value]
+
+    def items(self, prefix: str, index_value: str | None) -> list[tuple[str, Object]]:
+        """The (key, object) pairs under `prefix`, in key order, only those whose indexed
+        field is `index_value` if that is given (and the resource is indexed)."""
+        pairs: Iterable[tuple[str, Object]] = self.objects.items()
+        if index_value is not None and self.index_field is not None:
+            keys = self._keys_by_value.get(index_value, ())
+            pairs = ((k, self.objects[k]) for k in keys)
+        return sorted((k, o) for k, o in pairs if k.startswith(prefix))
+
+    def add_watcher(self, w: Watcher) -> None:
+        if w.index_value is None or self.index_field is None:
+            self.watchers.add(w)
+        else:
+            self._watchers_by_value.setdefault(w.index_value, set()).add(w)
+
+    def remove_watcher(self, w: Watcher) -> None:
+        self.watchers.discard(w)
+        if w.index_value is not None:
+            indexed = self._watchers_by_value.get(w.index_value)
+            if indexed is not None:
+                indexed.discard(w)
+                if not indexed:
+                    del self._watchers_by_value[w.index_value]
+
+    def all_watchers(self) -> list[Watcher]:
+        return [*self.watchers, *(w for ws in self._watchers_by_value.values() for w in ws)]
+
+    def _interested(self, ev: Event) -> list[Watcher]:
+        """The watchers `ev` may concern: the unindexed ones, and those indexed under the
+        value of the object's new or previous state."""
+        if not self._watchers_by_value:
+            return list(self.watchers)
+        out = list(self.watchers)
+        now, before = self.index_value(ev.object), self.index_value(ev.prev)
+        for value in {now, before}:
+            if value is not None:
+                out.extend(self._watchers_by_value.get(value, ()))
+        return out
+
     def record(self, ev: Event) -> None:
         if len(self.events) == self.events.maxlen:
             self.oldest = self.events[0].revision
         self.events.append(ev)
-        for w in list(self.watchers):
+        for w in self._interested(ev):
             w.offer(ev)
             if w.closed:
-                self.watchers.discard(w)
+                self.remove_watcher(w)
 
 
 class Cacher:
@@ -191,9 +279,9 @@ class Cacher:
             self._watch.close()
         with self._cond:
             for c in self.caches:
-                for w in c.watchers:
+                for w in c.all_watchers():
                     w.close("the apiserver is shutting down")
-                c.watchers.clear()
+                    c.remove_watcher(w)
             self._cond.notify_all()
 
     def cache_for(self, resource: Resource) -> ResourceCache:
@@ -231,13 +319,12 @@ class Cacher:
         objects, revision = self.storage.scan("/registry/")
         with self._cond:
             for c in self.caches:
-                c.objects.clear()
-                c.events.clear()
+                c.clear()
                 c.oldest = revision
             for key, obj in objects:
                 cache = self._owner(key)
                 if cache is not None:
-                    cache.objects[key] = obj
+                    cache.put(key, obj)
             self.revision = revision
             self._cond.notify_all()
         self.ready.set()
@@ -248,9 +335,9 @@ class Cacher:
         with self._cond:
             self.ready.clear()
             for c in self.caches:
-                for w in c.watchers:
+                for w in c.all_watchers():
                     w.close("resource version too old: the cache re-listed")
-                c.watchers.clear()
+                    c.remove_watcher(w)
 
     def _follow(self) -> None:
         with self.storage.client.watch(
@@ -304,11 +391,11 @@ class Cacher:
                 return
             gone = fastjson.copy(prev)
             gone["metadata"]["resourceVersion"] = str(revision)
-            cache.objects.pop(key, None)
+            cache.remove(key)
             cache.record(Event(DELETED, key, gone, prev, revision))
         else:
             obj = decode(ev.kv)
-            cache.objects[key] = obj
+            cache.put(key, obj)
             kind = ADDED if ev.kv.version == 1 or prev is None else MODIFIED
             cache.record(Event(kind, key, obj, prev, revision))
 
@@ -334,14 +421,15 @@ class Cacher:
                 self._cond.wait(left)
 
     def list_objects(
-        self, resource: Resource, prefix: str, matches: Filter
+        self, resource: Resource, prefix: str, matches: Filter, index_value: str | None = None
     ) -> tuple[list[Object], int]:
         """The matching objects under `prefix` (a namespace or the whole resource), in key
-        order, and the revision they are current at."""
+        order, and the revision they are current at. `index_value`: the value `matches`
+        pins the resource's indexed field to, so only those objects are looked at."""
         cache = self.cache_for(resource)
         with self._cond:
             self._check_ready()
-            items = [o for k, o in sorted(cache.objects.items()) if k.startswith(prefix)]
+            items = [o for _, o in cache.items(prefix, index_value)]
             revision = self.revision
         return [o for o in items if matches(o)], revision
 
@@ -356,26 +444,28 @@ class Cacher:
         prefix: str,
         matches: Filter,
         resource_version: int | None,
+        index_value: str | None = None,
     ) -> tuple[Watcher, list[Event], int]:
         """Register a watcher. With a `resource_version`, the events after it come first
         (410 if they are no longer held); without, a synthetic ADDED per object now.
-        Also returns the cache's revision at that moment."""
+        Also returns the cache's revision at that moment. `index_value` as for
+        `list_objects`: the watcher is offered only the events of those objects."""
         cache = self.cache_for(resource)
-        w = Watcher(prefix, matches)
+        w = Watcher(prefix, matches, index_value if cache.index_field else None)
         with self._cond:
             self._check_ready()
             if resource_version is None:
                 first = [
                     Event(ADDED, k, o, None, int(o["metadata"]["resourceVersion"]))
-                    for k, o in sorted(cache.objects.items())
-                    if k.startswith(prefix) and matches(o)
+                    for k, o in cache.items(prefix, w.index_value)
+                    if matches(o)
                 ]
             else:
                 if resource_version < cache.oldest:
                     raise TooOldResourceVersion(resource_version, cache.oldest + 1)
                 replay = (w.translate(ev) for ev in cache.events if ev.revision > resource_version)
                 first = [ev for ev in replay if ev is not None]
-            cache.watchers.add(w)
+            cache.add_watcher(w)
             return w, first, self.revision
 
     def _check_ready(self) -> None:
@@ -384,12 +474,12 @@ class Cacher:
 
     def unwatch(self, resource: Resource, w: Watcher) -> None:
         with self._cond:
-            self.cache_for(resource).watchers.discard(w)
+            self.cache_for(resource).remove_watcher(w)
         w.close()
 
     def watcher_count(self) -> int:
         with self._cond:
-            return sum(len(c.watchers) for c in self.caches)
+            return sum(len(c.all_watchers()) for c in self.caches)
 
     def events(self, w: Watcher, timeout: float) -> Iterator[Event | None]:
         """The watcher's next events; yields None after `timeout` s without one (the

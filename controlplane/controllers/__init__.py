@@ -8,5 +8,12 @@ controller, or per pair of closely related ones:
 * `garbagecollector`: ownerReferences; background, foreground and orphan deletion;
 * `namespace`: emptying and finalizing a namespace that is being deleted;
 * `serviceaccounts`: the `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap
-  in every namespace.
+  in every namespace;
+* `nodeipam`: each node's pod range (spec.podCIDR) from the cluster's;
+* `endpoints`, `endpointslice`, `endpointslicemirroring`: Services' Endpoints and
+  EndpointSlices from their pods, and slices mirroring hand-written Endpoints;
+* `nodelifecycle`: quiet nodes marked Unknown and tainted, pods evicted by taints;
+* `certificates`: kubelet CSRs approved and signed, expired bootstrap tokens removed;
+* `job`, `cronjob`: Jobs run to completion, CronJobs' schedules, TTL after finished;
+* `resourcequota`: quotas' status.used; `disruption`: disruption budgets' status.
 """

@@ -35,6 +35,8 @@ controller sent what.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import logging
 import threading
 import time
@@ -45,6 +47,8 @@ from kubelab.api.errors import StatusError
 from kubelab.api.resources import Resource
 from kubelab.client import (
     ClientConfig,
+    IndexFunc,
+    Object,
     RestClient,
     ServerUnreachable,
     SharedInformer,
@@ -65,6 +69,14 @@ log = logging.getLogger(LOG_PREFIX)
 
 NAMESPACES = resource_for("v1", "Namespace")
 """The resource several controllers watch (namespaces), shared by them."""
+
+
+def add_index(informer: SharedInformer, name: str, func: IndexFunc) -> None:
+    """Index a shared informer's objects by `func` under `name`, unless a controller
+    sharing the informer did already (with the same function: index names are the
+    library's constants, NAMESPACE_INDEX, NODE_NAME_INDEX)."""
+    with contextlib.suppress(ValueError):
+        informer.indexer.add_indexers({name: func})
 
 
 class SyncError(Exception):
@@ -165,6 +177,51 @@ def run_workers(stop: threading.Event, count: int, *pools: Workers[K]) -> None:
         thread.join()
 
 
+CACHE_WAIT = 0.2
+"""Seconds between looks at a key whose last writes the cache does not show yet."""
+EXPECTATION_TIMEOUT = 10.0
+"""Seconds after which a write the cache never showed is given up on (someone else
+changed the object again at once), as client-go's expectations expire."""
+
+
+class Expectations:
+    """The objects a sync wrote, until the cache shows the writes: a sync that ran on
+    a cache without an object it had just created (a pod, an EndpointSlice) would create
+    it again. Keyed by the key of the object whose sync wrote them. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # key -> (deadline, {object name: resourceVersion it had before the
+        # write, "" for a create, None for a delete})
+        self._pending: dict[str, tuple[float, dict[str, str | None]]] = {}
+
+    def expect(self, key: str, writes: dict[str, str | None]) -> None:
+        if writes:
+            with self._lock:
+                self._pending[key] = (time.monotonic() + EXPECTATION_TIMEOUT, writes)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._pending.pop(key, None)
+
+    def satisfied(self, key: str, cached: dict[str, Object]) -> bool:
+        """Whether `cached` (the objects of `key` in the cache, by name) shows them."""
+        with self._lock:
+            deadline, writes = self._pending.get(key, (0.0, {}))
+            for name, before in writes.items():
+                slice_ = cached.get(name)
+                if before is None:
+                    shown = slice_ is None
+                else:
+                    shown = (
+                        slice_ is not None and slice_["metadata"].get("resourceVersion") != before
+                    )
+                if not shown and time.monotonic() < deadline:
+                    return False
+            self._pending.pop(key, None)
+            return True
+
+
 class InformerFactory:
     """One `SharedInformer` per resource, shared by every controller that asks for it
     (client-go's SharedInformerFactory). Controllers ask while they are built; `start`
@@ -228,8 +285,12 @@ class ControllerContext:
         root_ca: bytes,
         qps: float | None,
         burst: int,
+        args: argparse.Namespace | None = None,
     ) -> None:
         self.config = config
+        self.args = args if args is not None else argparse.Namespace()
+        """The command line, for the flags a controller reads itself (its module's
+        `Settings.from_args`), with their defaults where a flag was not given."""
         self.informers = informers
         self.root_ca = root_ca
         """The cluster CA in PEM (`--root-ca-file`), which pods use to verify the apiserver."""

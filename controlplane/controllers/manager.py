@@ -18,12 +18,31 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
     --concurrent-namespace-syncs N namespace controller workers (10)
     --kube-api-qps, --kube-api-burst
                                    the rate limit of each controller's client (20, 30)
+    --allocate-node-cidrs, --cluster-cidr CIDR, --node-cidr-mask-size N
+                                   node IPAM (off unless allocating; /24 per node)
+    --node-monitor-grace-period, --node-startup-grace-period
+                                   node lifecycle (40s, 60s)
+    --cluster-signing-cert-file, --cluster-signing-key-file, --cluster-signing-duration
+                                   the CSR signer's CA (off without it) and validity (1y)
+    --max-endpoints-per-slice N    100
+    --resource-quota-sync-period   5m
+    --concurrent-{endpoint,service-endpoint,job,cron-job,resource-quota}-syncs N   5
+    --job-pod-failure-backoff      kubelab's own: 10s, Kubernetes' fixed back-off
+                                   before a Job replaces a failed pod (tests shorten it)
     -v N                           4 and more: debug logs
 
 Controllers (`--controllers` also takes their older names in parentheses):
 garbage-collector-controller (garbagecollector), namespace-controller (namespace),
-serviceaccount-controller (serviceaccount) and root-ca-certificate-publisher-controller
-(root-ca-cert-publisher).
+serviceaccount-controller (serviceaccount), root-ca-certificate-publisher-controller
+(root-ca-cert-publisher), node-ipam-controller (nodeipam), endpoints-controller
+(endpoint), endpointslice-controller (endpointslice), endpointslice-mirroring-controller
+(endpointslicemirroring), node-lifecycle-controller
+(nodelifecycle), taint-eviction-controller (taint-eviction),
+certificatesigningrequest-approving-controller (csrapproving),
+certificatesigningrequest-signing-controller (csrsigning), token-cleaner-controller
+(tokencleaner), job-controller (job), ttl-after-finished-controller
+(ttl-after-finished), cronjob-controller (cronjob), resourcequota-controller
+(resourcequota) and disruption-controller (disruption).
 
 Leadership. Several controller-managers may run for availability, but only the holder
 of the Lease kube-system/kube-controller-manager runs controllers: two garbage
@@ -49,14 +68,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import signal
 import socket
 import sys
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -67,8 +85,23 @@ from kubelab.client import (
     RestClient,
     load_config,
 )
+from kubelab.flags import duration, flag_bool
 
-from . import garbagecollector, namespace, serviceaccounts
+from . import (
+    certificates,
+    cronjob,
+    disruption,
+    endpoints,
+    endpointslice,
+    endpointslicemirroring,
+    garbagecollector,
+    job,
+    namespace,
+    nodeipam,
+    nodelifecycle,
+    resourcequota,
+    serviceaccounts,
+)
 from .base import Controller, ControllerContext, InformerFactory
 
 log = logging.getLogger("kubelab.controller-manager")
@@ -78,14 +111,50 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     namespace.NAME: namespace.NamespaceController,
     serviceaccounts.SERVICE_ACCOUNT_CONTROLLER: serviceaccounts.ServiceAccountsController,
     serviceaccounts.ROOT_CA_PUBLISHER: serviceaccounts.RootCACertPublisher,
+    nodeipam.NAME: nodeipam.NodeIpamController,
+    endpoints.NAME: endpoints.EndpointsController,
+    endpointslice.NAME: endpointslice.EndpointSliceController,
+    endpointslicemirroring.NAME: endpointslicemirroring.EndpointSliceMirroringController,
+    nodelifecycle.NAME: nodelifecycle.NodeLifecycleController,
+    nodelifecycle.TAINT_EVICTION: nodelifecycle.TaintEvictionController,
+    certificates.APPROVING: certificates.CSRApprovingController,
+    certificates.SIGNING: certificates.CSRSigningController,
+    certificates.TOKEN_CLEANER: certificates.TokenCleaner,
+    job.NAME: job.JobController,
+    job.TTL_AFTER_FINISHED: job.TTLAfterFinishedController,
+    cronjob.NAME: cronjob.CronJobController,
+    resourcequota.NAME: resourcequota.ResourceQuotaController,
+    disruption.NAME: disruption.DisruptionController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
+
+SETTINGS_CHECKS: dict[str, Callable[[argparse.Namespace], bool]] = {
+    nodeipam.NAME: nodeipam.check_settings,
+    certificates.SIGNING: certificates.check_signing_settings,
+}
+"""For controllers with flags of their own: whether the flags let the controller run
+(Kubernetes skips node IPAM without --allocate-node-cidrs); a ValueError saying what to
+fix if they are wrong."""
 
 ALIASES = {
     "garbagecollector": garbagecollector.NAME,
     "namespace": namespace.NAME,
     "serviceaccount": serviceaccounts.SERVICE_ACCOUNT_CONTROLLER,
     "root-ca-cert-publisher": serviceaccounts.ROOT_CA_PUBLISHER,
+    "nodeipam": nodeipam.NAME,
+    "endpoint": endpoints.NAME,
+    "endpointslice": endpointslice.NAME,
+    "endpointslicemirroring": endpointslicemirroring.NAME,
+    "nodelifecycle": nodelifecycle.NAME,
+    "taint-eviction": nodelifecycle.TAINT_EVICTION,
+    "csrapproving": certificates.APPROVING,
+    "csrsigning": certificates.SIGNING,
+    "tokencleaner": certificates.TOKEN_CLEANER,
+    "job": job.NAME,
+    "ttl-after-finished": job.TTL_AFTER_FINISHED,
+    "cronjob": cronjob.NAME,
+    "resourcequota": resourcequota.NAME,
+    "disruption": disruption.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -118,25 +187,14 @@ def enabled_controllers(spec: str) -> list[str]:
     return [name for name in CONTROLLERS if chosen.get(name, wildcard)]
 
 
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_SECONDS_PER = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def duration(text: str) -> float:
-    """A duration as Go writes it ("15s", "1m30s", "500ms"), in seconds."""
-    if not _DURATION.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 15s or 1m30s")
-    return sum(float(n) * _SECONDS_PER[unit] for n, unit in _DURATION_PART.findall(text))
-
-
-def flag_bool(text: str) -> bool:
-    """A boolean flag's value, spelled as Go's flag package accepts it."""
-    if text in ("1", "t", "T", "true", "TRUE", "True"):
-        return True
-    if text in ("0", "f", "F", "false", "FALSE", "False"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+def runnable_controllers(args: argparse.Namespace) -> tuple[str, ...]:
+    """The controllers `--controllers` enables, less those their flags switch off
+    (`SETTINGS_CHECKS`, which also raise ValueError for wrong flags)."""
+    return tuple(
+        name
+        for name in enabled_controllers(args.controllers)
+        if name not in SETTINGS_CHECKS or SETTINGS_CHECKS[name](args)
+    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -156,6 +214,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
     p.add_argument("--kube-api-qps", type=float, default=20.0)
     p.add_argument("--kube-api-burst", type=int, default=30)
+    # Node IPAM, node lifecycle, endpoints, certificates, jobs, quota.
+    p.add_argument("--allocate-node-cidrs", type=flag_bool, nargs="?", const=True, default=False)
+    p.add_argument("--cluster-cidr", type=nodeipam.cluster_cidr)
+    p.add_argument("--node-cidr-mask-size", type=int)
+    p.add_argument("--node-monitor-grace-period", type=duration, default=40.0)
+    p.add_argument("--node-startup-grace-period", type=duration, default=60.0)
+    p.add_argument("--cluster-signing-cert-file", type=Path)
+    p.add_argument("--cluster-signing-key-file", type=Path)
+    p.add_argument(
+        "--cluster-signing-duration", type=duration, default=certificates.DEFAULT_DURATION
+    )
+    p.add_argument("--concurrent-job-syncs", type=int, default=5)
+    p.add_argument("--concurrent-cron-job-syncs", type=int, default=5)
+    # kubelab's own, for tests: Kubernetes waits 10s before replacing a failed pod.
+    p.add_argument("--job-pod-failure-backoff", type=duration, default=job.POD_FAILURE_BACKOFF)
+    p.add_argument("--concurrent-resource-quota-syncs", type=int, default=5)
+    p.add_argument(
+        "--resource-quota-sync-period", type=duration, default=resourcequota.DEFAULT_SYNC_PERIOD
+    )
+    p.add_argument("--concurrent-endpoint-syncs", type=int, default=5)
+    p.add_argument("--concurrent-service-endpoint-syncs", type=int, default=5)
+    p.add_argument(
+        "--max-endpoints-per-slice", type=int, default=endpointslice.MAX_ENDPOINTS_PER_SLICE
+    )
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
     return p.parse_args(argv)
 
@@ -170,6 +252,8 @@ class Options:
     """Workers per controller; 1 for those not listed."""
     qps: float
     burst: int
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+    """The command line, for the flags controllers read themselves."""
 
 
 class ControllerManager:
@@ -190,7 +274,12 @@ class ControllerManager:
         )
         informers = InformerFactory(informer_client)
         ctx = ControllerContext(
-            self._config, informers, root_ca=opts.root_ca, qps=opts.qps, burst=opts.burst
+            self._config,
+            informers,
+            root_ca=opts.root_ca,
+            qps=opts.qps,
+            burst=opts.burst,
+            args=opts.args,
         )
         try:
             controllers = [CONTROLLERS[name](ctx) for name in opts.controllers]
@@ -314,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = load_config(args.kubeconfig)
-        controllers = tuple(enabled_controllers(args.controllers))
+        controllers = runnable_controllers(args)
         root_ca = _root_ca(args.root_ca_file, config)
         if not root_ca and serviceaccounts.ROOT_CA_PUBLISHER in controllers:
             raise ValueError(
@@ -327,9 +416,15 @@ def main(argv: list[str] | None = None) -> int:
             workers={
                 garbagecollector.NAME: args.concurrent_gc_syncs,
                 namespace.NAME: args.concurrent_namespace_syncs,
+                endpoints.NAME: args.concurrent_endpoint_syncs,
+                job.NAME: args.concurrent_job_syncs,
+                cronjob.NAME: args.concurrent_cron_job_syncs,
+                resourcequota.NAME: args.concurrent_resource_quota_syncs,
+                endpointslice.NAME: args.concurrent_service_endpoint_syncs,
             },
             qps=args.kube_api_qps,
             burst=args.kube_api_burst,
+            args=args,
         )
     except (KubeconfigError, ValueError) as exc:
         log.error("%s", exc)

@@ -6,9 +6,13 @@ bytes as base64, 64-bit integers as strings, enums by name, and fields holding t
 default value (0, false, empty) left out. kubelab's store speaks exactly that, so that the
 same client (and the apiserver's storage layer) works against either.
 
-Where we are stricter than etcd: an unknown field, or a value of the wrong type, is a 400
-with a message naming the field (etcd's gateway ignores unknown fields silently, which
-hides typos such as "prefix": true). The differential tests list this difference.
+Every integer is checked against the range of its protobuf type (int64, or uint64 for
+member ids) as etcd's decoding does, so nothing out of range is ever proposed or reaches
+msgpack. Where we are stricter than etcd: an unknown field, an enum number that names no
+value, a txn op or watch request holding two kinds at once, and txns nested more than
+`MAX_TXN_DEPTH` deep are a 400 with a message naming the field (etcd's gateway ignores
+unknown fields silently, which hides typos such as "prefix": true, and acts on meaningless
+enum numbers). docs/store-differences.md lists these differences with their reasons.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +32,41 @@ class BadRequest(ValueError):
     """A request body that does not decode; the message names the field."""
 
 
+INT64 = (-(2**63), 2**63 - 1)
+UINT64 = (0, 2**64 - 1)
+MAX_TXN_DEPTH = 16
+"""Txns nested deeper are refused: every member applies a txn recursively, and a depth
+that exhausted Python's stack on apply would stop the whole cluster. etcd has no such
+limit below its JSON parser's 10,000 levels; no client nests txns at all."""
+
+MAX_JSON_DEPTH = 100
+"""Bodies nested deeper are refused before parsing ("exceeded max depth", as etcd says
+at 10,000 levels): Python's parser recurses, and near its recursion limit even
+unrelated finalizers fail. A txn nested MAX_TXN_DEPTH deep needs about 50 levels."""
+_STRUCTURE = re.compile(r'[\[\]{}]|"[^"\\]*(?:\\.[^"\\]*)*"')
+
+# A JSON number without fraction or exponent, the only form protobuf's JSON decoding
+# takes for an integer in a string ("010", "1e3", "+1" and "1_000" are refused).
+_INTEGER = re.compile(r"\s*(-?(?:0|[1-9][0-9]*))\s*", re.ASCII)
+
+
 # -- decoding requests ----------------------------------------------------------------
+
+
+def check_depth(text: str) -> None:
+    """BadRequest if the JSON `text` nests deeper than MAX_JSON_DEPTH. Cheap for what
+    clients send: only a text with that many opening brackets is scanned."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return
+    depth = 0
+    for match in _STRUCTURE.finditer(text):
+        char = text[match.start()]
+        if char in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise BadRequest(f"malformed JSON: exceeded max depth ({MAX_JSON_DEPTH})")
+        elif char in "]}":
+            depth -= 1
 
 
 def fields(body: Any, allowed: set[str], where: str) -> dict[str, Any]:
@@ -47,21 +86,32 @@ def _bytes(body: dict[str, Any], name: str) -> bytes:
     if not isinstance(value, str):
         raise BadRequest(f"{name}: must be a base64 string")
     try:
-        return base64.b64decode(value, validate=True)
-    except binascii.Error:
+        # Go's base64 decoder, which etcd's gateway uses, skips line breaks.
+        return base64.b64decode(value.replace("\r", "").replace("\n", ""), validate=True)
+    except (binascii.Error, ValueError):  # ValueError: a character beyond ASCII
         raise BadRequest(f"{name}: not valid base64 (keys and values are base64)") from None
 
 
-def _int(body: dict[str, Any], name: str) -> int:
+def _int(body: dict[str, Any], name: str, bounds: tuple[int, int] = INT64) -> int:
+    """An integer field; `bounds` is the range of its protobuf type."""
     value = body.get(name)
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int | str):
+    if isinstance(value, str):
+        match = _INTEGER.fullmatch(value)
+        if match is None:
+            raise BadRequest(f"{name}: {value[:40]!r} is not an integer")
+        digits = match.group(1)
+        if len(digits) > 21:  # beyond any 64-bit value (and Python's int() digit limit)
+            raise BadRequest(f"{name}: {digits[:24]}... is out of range for a 64-bit integer")
+        value = int(digits)
+    elif isinstance(value, bool) or not isinstance(value, int):
         raise BadRequest(f"{name}: must be an integer (or a string holding one)")
-    try:
-        return int(value)
-    except ValueError:
-        raise BadRequest(f"{name}: {value!r} is not an integer") from None
+    low, high = bounds
+    if not low <= value <= high:
+        kind = "uint64" if bounds == UINT64 else "int64"
+        raise BadRequest(f"{name}: {value} is out of range for {kind} ({low} to {high})")
+    return value
 
 
 def _bool(body: dict[str, Any], name: str) -> bool:
@@ -72,14 +122,22 @@ def _bool(body: dict[str, Any], name: str) -> bool:
 
 
 def _enum(body: dict[str, Any], name: str, kind: type[Any]) -> Any:
+    """An enum by name or number. A number that names no value is refused: etcd acts on
+    it (a compare with `result: 7` is always true, `sort_target: 7` crashes etcd 3.4)."""
     value = body.get(name)
     if value is None:
         return kind(0)
     try:
-        return kind[value] if isinstance(value, str) else kind(value)
+        if isinstance(value, str):
+            return kind[value]
+        if isinstance(value, int) and not isinstance(value, bool):
+            return kind(value)
     except (KeyError, ValueError):
-        names = [m.name for m in kind]
-        raise BadRequest(f"{name}: {value!r} is not one of {names}") from None
+        pass
+    names = [m.name for m in kind]
+    raise BadRequest(
+        f"{name}: {str(value)[:40]!r} is not one of {names} (or 0 to {len(names) - 1})"
+    )
 
 
 RANGE_FIELDS = {
@@ -150,7 +208,9 @@ def _compare(body: Any) -> mvcc.Compare:
     )
 
 
-def _request_op(body: Any) -> mvcc.RequestOp:
+def _request_op(body: Any, depth: int) -> mvcc.RequestOp:
+    """One op of a txn. Two kinds in one op are refused: etcd keeps the last in the
+    .proto's order and silently drops the other."""
     kinds = {"request_range", "request_put", "request_delete_range", "request_txn"}
     b = fields(body, kinds, "request op")
     if len(b) != 1:
@@ -162,10 +222,12 @@ def _request_op(body: Any) -> mvcc.RequestOp:
         return put_request(inner)
     if kind == "request_delete_range":
         return delete_request(inner)
-    return txn_request(inner)
+    return txn_request(inner, depth + 1)
 
 
-def txn_request(body: Any) -> mvcc.TxnRequest:
+def txn_request(body: Any, depth: int = 1) -> mvcc.TxnRequest:
+    if depth > MAX_TXN_DEPTH:
+        raise BadRequest(f"txn: nested more than {MAX_TXN_DEPTH} levels deep")
     b = fields(body, {"compare", "success", "failure"}, "txn")
     lists = {}
     for name in ("compare", "success", "failure"):
@@ -175,8 +237,8 @@ def txn_request(body: Any) -> mvcc.TxnRequest:
         lists[name] = value
     return mvcc.TxnRequest(
         [_compare(c) for c in lists["compare"]],
-        [_request_op(op) for op in lists["success"]],
-        [_request_op(op) for op in lists["failure"]],
+        [_request_op(op, depth) for op in lists["success"]],
+        [_request_op(op, depth) for op in lists["failure"]],
     )
 
 
@@ -213,10 +275,13 @@ def _is_filter(value: Any) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool) and value in _WATCH_FILTERS
 
 
-def watch_request(body: Any) -> WatchCreate | WatchCancel | WatchProgress:
-    """One request of a watch stream. `fragment` is accepted and has no effect: responses
-    are never split, which a client that asked for fragments reads just as well."""
+def watch_request(body: Any) -> WatchCreate | WatchCancel | WatchProgress | None:
+    """One request of a watch stream; None for an empty one, which etcd ignores.
+    `fragment` is accepted and has no effect: responses are never split, which a client
+    that asked for fragments reads just as well."""
     b = fields(body, {"create_request", "cancel_request", "progress_request"}, "watch")
+    if not b:
+        return None
     if len(b) != 1:
         raise BadRequest("watch: exactly one of create_request, cancel_request or "
                          "progress_request is needed")  # fmt: skip
@@ -264,12 +329,17 @@ class AlarmType(enum.IntEnum):
 def alarm_request(body: Any) -> tuple[AlarmAction, int, AlarmType]:
     """(action, memberID, alarm) of an AlarmRequest."""
     b = fields(body, {"action", "memberID", "alarm"}, "alarm")
-    return _enum(b, "action", AlarmAction), _int(b, "memberID"), _enum(b, "alarm", AlarmType)
+    member = _int(b, "memberID", UINT64)
+    return _enum(b, "action", AlarmAction), member, _enum(b, "alarm", AlarmType)
 
 
-def lease_id(body: Any, allowed: set[str] | None = None, where: str = "lease") -> int:
-    b = fields(body, allowed or {"ID"}, where)
-    return _int(b, "ID")
+def lease_id(body: Any) -> int:
+    return _int(fields(body, {"ID"}, "lease"), "ID")
+
+
+def member_id(body: Any, where: str) -> int:
+    """The ID of a member remove or promote (a uint64, where lease ids are int64)."""
+    return _int(fields(body, {"ID"}, where), "ID", UINT64)
 
 
 def lease_grant(body: Any) -> tuple[int, int]:
@@ -348,16 +418,15 @@ def txn_json(
         out["succeeded"] = True
     if resp.responses:
         out["responses"] = [
-            _response_op_json(r, op, header) for r, op in zip(resp.responses, ops, strict=True)
+            _response_op_json(r, op) for r, op in zip(resp.responses, ops, strict=True)
         ]
     return out
 
 
-def _response_op_json(
-    resp: mvcc.ResponseOp, op: mvcc.RequestOp, header: dict[str, str]
-) -> dict[str, Any]:
-    # Each op's header carries the revision as of that op; a nested txn's is empty.
-    h = dict(header, revision=str(resp.revision)) if resp.revision else {}
+def _response_op_json(resp: mvcc.ResponseOp, op: mvcc.RequestOp) -> dict[str, Any]:
+    # Each op's header carries only the revision as of that op (etcd fills in the ids
+    # and term of the top-level header alone); a nested txn's is empty.
+    h = {"revision": str(resp.revision)} if resp.revision else {}
     if isinstance(resp, mvcc.RangeResponse):
         keys_only = isinstance(op, mvcc.RangeRequest) and op.keys_only
         return {"response_range": {"header": h, **range_json(resp, keys_only)}}

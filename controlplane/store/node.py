@@ -593,6 +593,7 @@ class RaftNode:
     def _on_unreachable(self, peer: int) -> None:
         if self._raw is not None and not self._stopping:
             self._raw.report_unreachable(peer)
+            self._wakeup.set()  # a follower that lost its leader says so at once
 
     # -- client API ------------------------------------------------------------------
 

@@ -194,9 +194,11 @@ _PATCH_META: Mapping[str, Mapping[_Path, tuple[str, str]]] = {
     ),
     # autoscaling/v1 Scale, the body of a /scale subresource
     "Scale": _object(),
-    # coordination, discovery, rbac, certificates (a CSR's conditions have no tags)
+    # coordination, discovery, policy, rbac, certificates (a CSR's conditions have no tags)
     "Lease": _object(),
     "EndpointSlice": _object(),
+    # policy/v1: a budget's status conditions merge by type
+    "PodDisruptionBudget": _object(_STATUS_CONDITIONS),
     "Role": _object(),
     "RoleBinding": _object(),
     "ClusterRole": _object(),

@@ -56,7 +56,7 @@ class Resource:
         """Storage key prefix, as the seeds draw it: /registry/<resource>/..."""
         if self.converted_from:
             return f"/registry/{self.converted_from}/"
-        if self.group in ("", "apps", "batch", "rbac.authorization.k8s.io"):
+        if self.group in ("", "apps", "batch", "policy", "rbac.authorization.k8s.io"):
             return f"/registry/{self.plural}/"
         return f"/registry/{self.group}/{self.plural}/"
 
@@ -212,6 +212,7 @@ RESOURCES: tuple[Resource, ...] = (
     _r("batch", "v1", "CronJob", "cronjobs", True, ("cj",), categories=_ALL, sub=_STATUS),
     # coordination, discovery, rbac, certificates, events
     _r("coordination.k8s.io", "v1", "Lease", "leases", True),
+    _r("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), sub=_STATUS),
     _r("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     _r("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     _r("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),

@@ -5,7 +5,7 @@ election (`LeaderElector`). Each module's docstring states its contract.
 """
 
 from kubelab.api.errors import StatusError
-from kubelab.client.clock import REAL_CLOCK, Clock, FakeClock, RealClock
+from kubelab.client.clock import REAL_CLOCK, Clock, FakeClock, RealClock, rfc3339
 from kubelab.client.flowcontrol import Backoff, TokenBucket
 from kubelab.client.informers import (
     NAMESPACE_INDEX,
@@ -94,6 +94,7 @@ __all__ = [
     "node_name_index",
     "object_key",
     "resource_for",
+    "rfc3339",
     "split_key",
     "write_kubeconfig",
 ]

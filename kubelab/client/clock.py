@@ -27,6 +27,11 @@ from collections import Counter
 from typing import Protocol
 
 
+def rfc3339(when: datetime.datetime) -> str:
+    """A time as the API writes it, to the second ("2026-01-02T03:04:05Z")."""
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class Clock(Protocol):
     """The time source of a timed component; see the module docstring."""
 

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import random
@@ -69,6 +68,7 @@ from typing import Any, NamedTuple
 import requests
 import urllib3.exceptions
 
+from kubelab import fastjson
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import Resource, by_kind
 from kubelab.client.clock import REAL_CLOCK, Clock
@@ -242,7 +242,7 @@ class Watch:
             for line in self._response.iter_lines():
                 if not line:
                     continue
-                event = json.loads(line)
+                event = fastjson.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     raise _error_from_status(obj, 500, None)
@@ -446,7 +446,7 @@ class RestClient:
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
-            data = json.dumps(body).encode()
+            data = fastjson.dumps(body)
         url = self.config.server + path
         what = f"{method} {path}"
         attempt = 0
@@ -507,7 +507,7 @@ class RestClient:
     def _object(self, method: str, path: str, **kwargs: Any) -> Object:
         response = self._send(method, path, **kwargs)
         try:
-            body = response.json()
+            body = fastjson.loads(response.content)
         except ValueError:
             body = None
         if not isinstance(body, dict):
@@ -664,5 +664,5 @@ class RestClient:
             method.upper(), path, params=params, body=body, content_type=content_type
         )
         if response.headers.get("Content-Type", "").startswith(_JSON):
-            return response.json()
+            return fastjson.loads(response.content)
         return response.text

@@ -25,7 +25,7 @@ NAMESPACE = "faults"
 
 @pytest.fixture
 def plane(tmp_path: Path) -> Iterator[LocalControlPlane]:
-    p = LocalControlPlane(tmp_path, store_members=3, controller_manager=False)
+    p = LocalControlPlane(tmp_path, store_members=3, controller_manager=False, scheduler=False)
     try:
         p.start(timeout=120)
         yield p
@@ -140,6 +140,7 @@ def test_a_full_store_refuses_writes_with_what_to_do(tmp_path: Path) -> None:
         tmp_path,
         store_members=1,
         controller_manager=False,
+        scheduler=False,
         store_args=["--quota-backend-bytes", str(2 * 1024 * 1024)],
     )
     try:

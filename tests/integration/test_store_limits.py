@@ -94,7 +94,7 @@ def test_request_over_the_size_limit_is_refused_and_writes_nothing(single: Local
 # (path, raw body, a word the message must contain)
 BAD_BODIES = [
     ("/v3/kv/range", '{"key": "YQ==",', "malformed JSON"),
-    ("/v3/kv/put", "\xff\xfe", "malformed JSON"),
+    ("/v3/kv/put", "\xff\xfe", "not valid UTF-8"),
     ("/v3/kv/txn", "[1, 2]", "expected a JSON object"),
     ("/v3/kv/range", '{"key": "YQ==", "prefix": true}', "prefix"),
     ("/v3/kv/put", '{"key": "YQ==", "val": "Yg=="}', "val"),

@@ -147,3 +147,89 @@ def test_conf_change_rules() -> None:
         apply_change(cs, ConfChange(ConfChangeType.ADD_LEARNER_NODE, 2))
     with pytest.raises(ConfChangeError, match="no voters"):
         apply_change(ConfState((1,)), ConfChange(ConfChangeType.REMOVE_NODE, 1))
+
+
+def _settle(nodes: dict[int, Raft]) -> None:
+    """Deliver every message between `nodes` until none is left (no losses)."""
+    for _ in range(100):
+        pending = [m for r in nodes.values() for m in r.msgs]
+        if not pending:
+            return
+        for r in nodes.values():
+            r.msgs = []
+        for m in pending:
+            if m.to in nodes:
+                nodes[m.to].step(m)
+    raise AssertionError("messages kept flowing")
+
+
+def _cluster_led_by_1() -> dict[int, Raft]:
+    nodes = {nid: _raft(nid, [], 1) for nid in (1, 2, 3)}
+    nodes[1].step(Message(MessageType.HUP, frm=1))
+    _settle(nodes)
+    assert nodes[1].state is StateType.LEADER and nodes[2].lead == nodes[3].lead == 1
+    return nodes
+
+
+def test_followers_that_lose_their_leaders_connection_campaign_at_once_one_by_one() -> None:
+    """Not in the paper: etcd waits a whole (randomized) election timeout for heartbeats
+    from a leader whose process is gone. Told that the connection to their leader
+    closed, followers forget it (ending its lease, so pre-votes are granted) and the
+    first survivor by id campaigns at its next tick, the next a third of a timeout
+    later, so that they do not split the vote."""
+    nodes = _cluster_led_by_1()
+    term = nodes[1].term
+    del nodes[1]  # kill -9: both followers' connections to it close
+    for nid in (2, 3):
+        nodes[nid].step(Message(MessageType.UNREACHABLE, frm=1))
+        assert nodes[nid].lead == 0
+    for r in nodes.values():
+        r.tick()
+    assert nodes[2].state is StateType.PRE_CANDIDATE
+    assert nodes[3].state is StateType.FOLLOWER
+    _settle(nodes)
+    assert nodes[2].state is StateType.LEADER and nodes[2].term == term + 1
+    assert nodes[3].lead == 2
+
+
+def test_the_next_survivor_stands_in_when_the_first_cannot_win() -> None:
+    """The first survivor is gone too (or cut off): the second campaigns a third of an
+    election timeout later, not a whole timeout."""
+    nodes = {nid: _raft(nid, [], 1, voters=(1, 2, 3, 4, 5)) for nid in (1, 2, 3, 4, 5)}
+    nodes[1].step(Message(MessageType.HUP, frm=1))
+    _settle(nodes)
+    assert nodes[1].state is StateType.LEADER
+    del nodes[1], nodes[2]
+    for nid in (3, 4, 5):
+        nodes[nid].step(Message(MessageType.UNREACHABLE, frm=1))
+    ticks = 0
+    while nodes[3].state is StateType.FOLLOWER:
+        ticks += 1
+        for r in nodes.values():
+            r.tick()
+    assert ticks == 1 + nodes[3].election_timeout // 3
+    _settle(nodes)
+    assert nodes[3].state is StateType.LEADER
+
+
+def test_a_false_alarm_about_a_live_leader_changes_nothing() -> None:
+    """The connection to a live leader broke: the follower's early pre-vote is refused
+    by the leader and the follower that still hears it; no term is bumped, and the next
+    heartbeat makes the leader its leader again."""
+    nodes = _cluster_led_by_1()
+    term = nodes[1].term
+    nodes[2].step(Message(MessageType.UNREACHABLE, frm=1))
+    while nodes[2].state is StateType.FOLLOWER:
+        nodes[2].tick()
+    assert nodes[2].state is StateType.PRE_CANDIDATE
+    _settle(nodes)
+    assert nodes[1].state is StateType.LEADER and all(r.term == term for r in nodes.values())
+    nodes[1].step(Message(MessageType.BEAT, frm=1))
+    _settle(nodes)
+    assert nodes[2].state is StateType.FOLLOWER and nodes[2].lead == 1
+
+
+def test_an_unreachable_report_about_another_follower_is_ignored() -> None:
+    nodes = _cluster_led_by_1()
+    nodes[2].step(Message(MessageType.UNREACHABLE, frm=3))
+    assert nodes[2].lead == 1 and nodes[2].election_elapsed == 0

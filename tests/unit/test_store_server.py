@@ -34,11 +34,10 @@ def _free_port() -> int:
         return port
 
 
-@asynccontextmanager
-async def serving(data_dir: Path) -> AsyncIterator[tuple[TestClient[Any, Any], Store]]:
-    """A single-member store (fast ticks: it elects itself in tens of milliseconds)."""
+def single_member_config(data_dir: Path) -> NodeConfig:
+    """A one-member cluster with fast ticks: it elects itself in tens of milliseconds."""
     port = _free_port()
-    config = NodeConfig(
+    return NodeConfig(
         name="s1",
         data_dir=data_dir,
         peer_listen=("127.0.0.1", port),
@@ -46,7 +45,12 @@ async def serving(data_dir: Path) -> AsyncIterator[tuple[TestClient[Any, Any], S
         tick_interval=0.01,
         election_ticks=5,
     )
-    store = Store(config, quota_bytes=0, progress_interval=600.0)
+
+
+@asynccontextmanager
+async def serving(data_dir: Path) -> AsyncIterator[tuple[TestClient[Any, Any], Store]]:
+    """A single-member store, served through aiohttp's test client."""
+    store = Store(single_member_config(data_dir), quota_bytes=0, progress_interval=600.0)
     await store.start()
     try:
         while not store.node.status().leader:
@@ -284,5 +288,132 @@ def test_zero_fields_are_left_out_as_proto3_does(tmp_path: Path) -> None:
         status, body = await call(client, "/v3/lease/timetolive", {"ID": "0"})
         assert (status, sorted(body)) == (200, ["TTL", "header"])
         assert await call(client, "/v3/maintenance/defragment", {}) == (200, {})
+
+    run(tmp_path, scenario)
+
+
+# -- the gateway's edges (issue 14): what once answered a 500, and etcd's bounds ----------
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"key": "aw==", "limit": str(2**63)}, "out of range for int64"),
+        ({"key": "aw==", "limit": -(2**63) - 1}, "out of range for int64"),
+        ({"key": "aw==", "revision": "9" * 5000}, "out of range"),
+        ({"key": "aw==", "limit": "1e3"}, "not an integer"),
+        ({"key": "aw==", "limit": "010"}, "not an integer"),
+        ({"key": "aw==", "limit": "1_0"}, "not an integer"),
+        ({"key": "aw==", "sort_order": 7}, "sort_order"),
+        ({"key": "aw==", "sort_target": 7}, "sort_target"),
+        ({"key": "aw==", "sort_order": True}, "sort_order"),
+        ({"key": "\u00e9"}, "base64"),
+    ],
+)
+def test_range_fields_are_held_to_their_protobuf_types(body: Any, field: str) -> None:
+    with pytest.raises(gateway.BadRequest, match=field):
+        gateway.range_request(body)
+
+
+def test_integer_bounds_are_etcds() -> None:
+    """int64 and uint64 limits are accepted up to the last value, as etcd accepts them;
+    base64 may hold line breaks, as Go's decoder skips them."""
+    req, _ = gateway.range_request({"key": "Y\r\nQ==", "limit": str(2**63 - 1), "revision": " 7 "})
+    assert (req.key, req.limit, req.revision) == (b"a", 2**63 - 1, 7)
+    assert gateway.alarm_request({"memberID": str(2**64 - 1)})[1] == 2**64 - 1
+    with pytest.raises(gateway.BadRequest, match="uint64"):
+        gateway.alarm_request({"memberID": "-1"})
+    with pytest.raises(gateway.BadRequest, match="uint64"):
+        gateway.member_id({"ID": str(2**64)}, "member remove")
+    with pytest.raises(gateway.BadRequest, match="int64"):
+        gateway.lease_id({"ID": str(2**63)})
+
+
+def test_txn_ops_and_nesting_are_unambiguous() -> None:
+    """Two kinds in one op are refused (etcd drops one silently), as is an enum number
+    that names nothing (etcd: `result: 7` makes the compare always true) and a nesting
+    deeper than MAX_TXN_DEPTH."""
+    two = {"request_range": {"key": "aw=="}, "request_put": {"key": "aw=="}}
+    with pytest.raises(gateway.BadRequest, match="exactly one"):
+        gateway.txn_request({"success": [two]})
+    with pytest.raises(gateway.BadRequest, match="result"):
+        gateway.txn_request({"compare": [{"key": "aw==", "result": 7}]})
+    body: dict[str, Any] = {}
+    for _ in range(gateway.MAX_TXN_DEPTH - 1):
+        body = {"success": [{"request_txn": body}]}
+    gateway.txn_request(body)
+    with pytest.raises(gateway.BadRequest, match="nested"):
+        gateway.txn_request({"success": [{"request_txn": body}]})
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"key": "\xff"}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b"\xff\xfe{\x00}\x00",
+        b'{"limit": ' + b"9" * 5000 + b"}",
+    ],
+    ids=["invalid UTF-8", "nested 100,000 deep", "UTF-16", "5000-digit number"],
+)
+def test_undecodable_bodies_are_a_400_not_a_500(tmp_path: Path, raw: bytes) -> None:
+    async def scenario(client: TestClient[Any, Any], store: Store) -> None:
+        for path in ("/v3/kv/range", "/v3/kv/put", "/v3/watch", "/v3/lease/keepalive"):
+            r = await client.post(path, data=raw)
+            body = await r.json()
+            assert (r.status, body["code"]) == (400, 3), (path, body)
+
+    run(tmp_path, scenario)
+
+
+def test_a_stream_split_inside_a_character_is_decoded_whole(tmp_path: Path) -> None:
+    """A stream is decoded as it arrives: a character split across two chunks is still
+    one character (here a bad key, so the answer names the key, not the encoding)."""
+
+    async def scenario(client: TestClient[Any, Any], store: Store) -> None:
+        data = json.dumps({"create_request": {"key": "\u00e9"}}, ensure_ascii=False).encode()
+        cut = data.index("\u00e9".encode()) + 1
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield data[:cut]
+            await asyncio.sleep(0.05)
+            yield data[cut:]
+
+        r = await client.post("/v3/watch", data=chunks())
+        body = await r.json()
+        assert (r.status, body["code"]) == (400, 3) and body["message"].startswith("key:")
+
+    run(tmp_path, scenario)
+
+
+def test_watch_edges_answer_as_etcd_does(tmp_path: Path) -> None:
+    """An empty message is ignored; a range_end not after the key is cancelled at once
+    with etcd's reason and watch_id -1; a start revision beyond int64 is a 400."""
+
+    async def scenario(client: TestClient[Any, Any], store: Store) -> None:
+        empty = json.dumps({"create_request": {"key": b64(b"b"), "range_end": b64(b"a")}})
+        good = json.dumps({"create_request": {"key": b64(b"k")}})
+        canceled, created = await stream_lines(client, "/v3/watch", "{}" + empty + good, 2)
+        assert canceled["result"]["watch_id"] == "-1"
+        assert canceled["result"]["canceled"] is True and canceled["result"]["created"] is True
+        assert canceled["result"]["cancel_reason"] == "mvcc: watcher range is empty"
+        assert created["result"]["created"] is True and "canceled" not in created["result"]
+        far = {"create_request": {"key": b64(b"k"), "start_revision": str(2**70)}}
+        status, body = await call(client, "/v3/watch", far)
+        assert (status, body["code"]) == (400, 3) and "start_revision" in body["message"]
+
+    run(tmp_path, scenario)
+
+
+def test_txn_sub_responses_carry_only_a_revision(tmp_path: Path) -> None:
+    async def scenario(client: TestClient[Any, Any], store: Store) -> None:
+        ops = [{"request_put": {"key": b64(b"t"), "value": b64(b"v")}},
+               {"request_range": {"key": b64(b"t")}}]  # fmt: skip
+        status, body = await call(client, "/v3/kv/txn", {"success": ops})
+        assert status == 200
+        assert sorted(body["header"]) == ["cluster_id", "member_id", "raft_term", "revision"]
+        for resp in body["responses"]:
+            (inner,) = resp.values()
+            assert inner["header"] == {"revision": body["header"]["revision"]}
 
     run(tmp_path, scenario)

@@ -574,6 +574,21 @@ def test_endpoint_slices() -> None:
     assert empty["Ports"] == "<unset>" and empty["Endpoints"] == "<unset>"
 
 
+def test_pod_disruption_budgets() -> None:
+    budget = {
+        "metadata": meta("web"),
+        "spec": {"minAvailable": "50%"},
+        "status": {"disruptionsAllowed": 2},
+    }
+    assert row("policy", "poddisruptionbudgets", budget) == {
+        "Name": "web",
+        "Min Available": "50%",
+        "Max Unavailable": "N/A",
+        "Allowed Disruptions": 2,
+        "Age": "5m",
+    }
+
+
 # --- workloads ---------------------------------------------------------------------------
 
 TEMPLATE = {

@@ -215,3 +215,40 @@ def test_a_lost_store_watch_resumes_after_the_last_revision(
     store.put(12, "/registry/pods/ns/c", _pod("c"), 1)
     cacher.wait_fresh(12)
     assert store.watch_from[:2] == [11, 12]
+
+
+def _bound(name: str, node: str) -> Object:
+    pod = _pod(name)
+    pod["spec"] = {"nodeName": node} if node else {}
+    return pod
+
+
+def test_a_watch_pinned_to_a_node_is_offered_only_that_nodes_pods(
+    store: ScriptedStore, cacher: Cacher
+) -> None:
+    """The kubelet's watch (`spec.nodeName=n1`) is registered under n1: it sees a pod
+    bound to n1 arrive (the binding moves it from "" to n1) and nothing of other nodes,
+    and the filter is not even run for their events."""
+    looked_at: list[str] = []
+
+    def on_n1(obj: Object) -> bool:
+        looked_at.append(obj["metadata"]["name"])
+        return (obj.get("spec") or {}).get("nodeName") == "n1"
+
+    w, first, _ = cacher.watch(PODS, "/registry/pods/", on_n1, 10, index_value="n1")
+    assert first == []
+    store.put(11, "/registry/pods/ns/b", _bound("b", "n2"), 1)
+    store.put(12, "/registry/pods/ns/c", _bound("c", ""), 1)
+    store.put(13, "/registry/pods/ns/c", _bound("c", "n1"), 2, prev=_bound("c", ""))
+    store.delete(14, "/registry/pods/ns/c", _bound("c", "n1"))
+    (added, deleted) = _drain(cacher, w, 2)
+    assert (added.type, added.key, added.revision) == (ADDED, "/registry/pods/ns/c", 13)
+    assert (deleted.type, deleted.revision) == (DELETED, 14)
+    assert "b" not in looked_at
+    items, _ = cacher.list_objects(PODS, "/registry/pods/", on_n1, index_value="n1")
+    assert items == []
+    items, _ = cacher.list_objects(PODS, "/registry/pods/", lambda o: True, index_value="n2")
+    assert [o["metadata"]["name"] for o in items] == ["b"]
+    assert cacher.watcher_count() == 1
+    cacher.unwatch(PODS, w)
+    assert cacher.watcher_count() == 0

@@ -24,6 +24,11 @@ What is implemented, and the choices made:
   caller applies it (`apply_conf_change`), only one may be pending at once, and a
   leader that removes itself steps down.
 * Leader transfer (thesis §3.10) via TIMEOUT_NOW.
+* A follower told by its runtime that its leader is unreachable (the connection to it
+  closed) forgets that leader and campaigns after a wait staggered by its rank among the
+  surviving voters (1 tick for the first) instead of a whole election timeout
+  (`_leader_unreachable`); etcd waits for the timeout. Safe because pre-vote and
+  check-quorum make a false alarm cost nothing but a refused pre-vote.
 * Linearizable reads by ReadIndex (thesis §6.4): the leader records its commit index,
   confirms it is still leader with a heartbeat round, and answers once a quorum acks.
   Lease-based reads are not implemented: they depend on bounded clock drift, which a
@@ -906,6 +911,36 @@ class Raft:
             self._send(replace(m, to=self.lead))
         elif t is MessageType.READ_INDEX_RESP:
             self.read_states.append(ReadState(m.index, m.context))
+        elif t is MessageType.UNREACHABLE and m.frm == self.lead != NONE:
+            self._leader_unreachable()
+
+    def _leader_unreachable(self) -> None:
+        """The runtime lost its connection to our leader: most often its process is gone
+        (its kernel closed the connection), so waiting out a whole election timeout for
+        heartbeats that cannot come is a second lost. Forget the leader, which ends its
+        lease here, and campaign soon: the surviving voters, ranked by id, wait 1, then
+        1 + a third of an election timeout, ... ticks. All of them learn of the loss at
+        the same moment, so random waits would often start two campaigns within one
+        round trip and split the vote (a whole timeout more); staggered, the first has
+        normally won before the next starts, and the next stands in if it cannot.
+
+        Only with pre-vote and check-quorum, which make a false alarm harmless: if the
+        leader lives, its next heartbeat makes it our leader again, and meanwhile it and
+        every follower that still hears it refuse our pre-vote, so no term is bumped.
+        A leader that is cut off without its connections closing is still found out by
+        the election timeout, as before.
+        """
+        if not (self.pre_vote and self.check_quorum):
+            return
+        survivors = sorted(v for v in self.prs.voters if v != self.lead)
+        rank = survivors.index(self.id) if self.id in survivors else len(survivors)
+        wait = 1 + rank * max(1, self.election_timeout // 3)
+        self.log.info(
+            f"{self.id:x} lost its connection to leader {self.lead:x} at term {self.term}; "
+            f"campaigning in {wait} ticks"
+        )
+        self.lead = NONE
+        self.election_elapsed = max(self.election_elapsed, self.randomized_election_timeout - wait)
 
     def _handle_append_entries(self, m: Message) -> None:
         if m.index < self.raft_log.committed:

@@ -32,6 +32,8 @@ _DESCRIPTORS = {
     "@hourly": "0 * * * *",
 }
 _DURATION = re.compile(r"([0-9]*\.?[0-9]+(ns|us|µs|ms|s|m|h))+")
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,14 @@ class Schedule:
     months: frozenset[int] = frozenset()
     weekdays: frozenset[int] = frozenset()
     every: str = ""
+
+    def interval(self) -> float:
+        """Seconds between the runs of an "@every" schedule (robfig/cron rounds an
+        interval below a second up to one); 0 for a cron schedule."""
+        if not self.every:
+            return 0.0
+        seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(self.every))
+        return max(1.0, seconds)
 
 
 def parse_schedule(spec: str) -> Schedule:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +32,8 @@ class Cluster:
 
 
 @pytest.fixture
-def api(apiserver: Environment, namespace: str, admin: RestClient) -> Iterator[Cluster]:
-    yield Cluster(apiserver, namespace, admin)
+def api(apiserver: Environment, namespace: str, admin: RestClient) -> Cluster:
+    return Cluster(apiserver, namespace, admin)
 
 
 class InterleavingClient(RestClient):

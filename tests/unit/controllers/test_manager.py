@@ -14,14 +14,13 @@ from controlplane.controllers.manager import (
     CONTROLLERS,
     ControllerManager,
     Options,
-    duration,
     enabled_controllers,
-    flag_bool,
     parse_args,
     run_with_leader_election,
 )
 from controlplane.controllers.serviceaccounts import SERVICE_ACCOUNT_CONTROLLER
 from kubelab.client import ClientConfig, resource_for
+from kubelab.flags import duration, flag_bool
 from tests.unit.client.conftest import eventually
 from tests.unit.controllers.conftest import Cluster, new_object
 

@@ -1,0 +1,61 @@
+"""`python -m agents.network`: the pod network agent, a service of every node.
+
+--kubeconfig FILE   the apiserver, and who we are to it (default: as kubectl finds
+                    one, then the pod's service account)
+--node-name NAME    this node (default: the hostname)
+--resync SECONDS    repair drift this often (default 30)
+--cleanup           remove the agent's routes and chains, then exit (labadm reset)
+-v N                4 and more: debug logs
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import sys
+import threading
+
+from agents.network.agent import NetworkAgent
+from kubelab.client import RestClient, SharedInformer, load_config, resource_for
+from kubelab.nodeagent import SyncLoop
+
+NODES = resource_for("v1", "Node")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agents.network", description=__doc__)
+    parser.add_argument("--kubeconfig")
+    parser.add_argument("--node-name", default=socket.gethostname())
+    parser.add_argument("--resync", type=float, default=10.0)
+    parser.add_argument("--bridge", default="cbr0")
+    parser.add_argument("--cleanup", action="store_true")
+    parser.add_argument("-v", "--v", type=int, default=1)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.v >= 4 else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    agent = NetworkAgent(args.node_name, bridge=args.bridge)
+    if args.cleanup:
+        agent.cleanup()
+        return 0
+    client = RestClient(load_config(args.kubeconfig), user_agent="kubelab-network")
+    nodes = SharedInformer(client, NODES)
+    loop = SyncLoop("network", lambda: agent.sync(nodes.indexer.list()), resync=args.resync)
+    loop.watch(nodes)
+    stop = threading.Event()
+    for signo in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signo, lambda *_: stop.set())
+    nodes.start(stop)
+    logging.getLogger("kubelab.network").info(
+        "network agent for node %s: watching nodes at %s", args.node_name, client.config.server
+    )
+    loop.run([nodes], stop)
+    client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""`python -m agents.proxy`: kube-proxy (iptables mode), a service of every node.
+
+--kubeconfig FILE        the apiserver, and who we are to it (default: as kubectl
+                         finds one, then the pod's service account)
+--cluster-cidr CIDR      the pods' addresses: traffic to a ClusterIP from outside it
+                         is masqueraded (default 10.244.0.0/16)
+--resync SECONDS         rewrite the rules this often even without changes (30)
+--cleanup                remove kube-proxy's chains and jumps, then exit
+-v N                     4 and more: debug logs
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from agents.proxy.proxier import Proxier
+from kubelab.client import RestClient, SharedInformer, load_config, resource_for
+from kubelab.nodeagent import SyncLoop
+
+SERVICES = resource_for("v1", "Service")
+ENDPOINT_SLICES = resource_for("discovery.k8s.io/v1", "EndpointSlice")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agents.proxy", description=__doc__)
+    parser.add_argument("--kubeconfig")
+    parser.add_argument("--cluster-cidr", default="10.244.0.0/16")
+    parser.add_argument("--resync", type=float, default=30.0)
+    parser.add_argument("--cleanup", action="store_true")
+    parser.add_argument("-v", "--v", type=int, default=1)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.v >= 4 else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    proxier = Proxier(args.cluster_cidr)
+    if args.cleanup:
+        proxier.cleanup()
+        return 0
+    client = RestClient(load_config(args.kubeconfig), user_agent="kubelab-proxy")
+    services = SharedInformer(client, SERVICES)
+    slices = SharedInformer(client, ENDPOINT_SLICES)
+    loop = SyncLoop(
+        "proxy",
+        lambda: proxier.sync(services.indexer.list(), slices.indexer.list()),
+        resync=args.resync,
+    )
+    loop.watch(services)
+    loop.watch(slices)
+    stop = threading.Event()
+    for signo in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signo, lambda *_: stop.set())
+    services.start(stop)
+    slices.start(stop)
+    logging.getLogger("kubelab.proxy").info(
+        "kube-proxy: watching Services and EndpointSlices at %s", client.config.server
+    )
+    loop.run([services, slices], stop)
+    client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,373 @@
+"""Benchmark: the scheduler placing 5,000 pods on 500 hollow nodes, with the whole
+control plane on this machine (the scheduling issue's benchmark).
+
+It starts a `LocalControlPlane` (a 1-member store, the apiserver, the controller-manager
+and the scheduler) and the hollow nodes (`bench/hollownode.py`: one process hosting 500
+real kubelets on the in-memory runtime, each with its Lease, its own pod watch and its
+pods' status), then creates, from 16 threads:
+
+* 3,000 pods of one app (`app=web`), as a Deployment of 3,000 would. The Deployment
+  and ReplicaSet controllers have not landed on this branch, so the pods are created
+  directly, labelled and shaped as the ReplicaSet would make them;
+* 2,000 bare pods with mixed requests: 200 with a required pod anti-affinity (one per
+  node), 200 spread over the 5 zones by a topology spread constraint (maxSkew 1), 200
+  with a required node affinity to two zones, the rest plain.
+
+Requests vary (100m-500m CPU, 128Mi-512Mi memory) over nodes of three sizes. A pod watch
+notes when each pod is first seen bound; create-to-bound is from the moment its create
+was answered. Reported: pods bound per second (from the first create to the last
+binding), create-to-bound p50/p99, the CPU each component used, and a check after the
+run that every pod is bound to a node where it fits (requests within allocatable, pod
+count, node affinity, anti-affinity, spread skew).
+
+The two cores are shared by every process here (and by other work on the machine):
+the figures are this machine's, under that load.
+
+With `--rate` the pods are created at that pace (open loop), as a ReplicaSet's bursts
+or users would, instead of as fast as 16 writers go; create-to-bound latency is only
+meaningful at a pace the scheduler sustains (at a faster one it measures the backlog).
+
+    python -m bench.scheduler [--nodes 500] [--deployment 3000] [--bare 2000]
+                              [--rate PODS_PER_S] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import random
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from bench import cpu_seconds
+from kubelab.api.podscheduling import pod_requests, required_node_affinity_matches, resource_list
+from kubelab.client import RestClient, load_config, resource_for
+from lab.localplane import LocalControlPlane
+
+PODS = resource_for("v1", "Pod")
+NAMESPACES = resource_for("v1", "Namespace")
+NODES = resource_for("v1", "Node")
+NAMESPACE = "bench"
+ZONE = "topology.kubernetes.io/zone"
+CPUS = ("100m", "250m", "500m")
+MEMORIES = ("128Mi", "256Mi", "512Mi")
+TARGET_RATE = 100.0
+TARGET_P99 = 5.0
+
+
+def pod_spec(name: str, kind: str, rng: random.Random) -> dict[str, Any]:
+    labels = {"app": "web", "pod-template-hash": "5d4f8c7b9"} if kind == "web" else {"app": kind}
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "c",
+                "image": "nginx:1.21",
+                "resources": {
+                    "requests": {"cpu": rng.choice(CPUS), "memory": rng.choice(MEMORIES)}
+                },
+            }
+        ],
+    }
+    if kind == "anti":
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "anti"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+    elif kind == "spread":
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "spread"}},
+            }
+        ]
+    elif kind == "zonal":
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": ZONE, "operator": "In", "values": ["zone-a", "zone-b"]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+        "spec": spec,
+    }
+
+
+def workload(deployment: int, bare: int, seed: int = 7) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    kinds = ["web"] * deployment
+    special = min(200, bare // 10)
+    kinds += ["anti"] * special + ["spread"] * special + ["zonal"] * special
+    kinds += ["plain"] * (bare - 3 * special)
+    rng.shuffle(kinds)
+    counts: Counter[str] = Counter()
+    pods = []
+    for kind in kinds:
+        counts[kind] += 1
+        pods.append(pod_spec(f"{kind}-{counts[kind]:05}", kind, rng))
+    return pods
+
+
+class BindWatch:
+    """One watch on the namespace's pods: when each was first seen bound."""
+
+    def __init__(self, client: RestClient, resource_version: str) -> None:
+        self.bound: dict[str, float] = {}
+        self._client = client
+        self._rv = resource_version
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._client.watch(
+                PODS, NAMESPACE, resource_version=self._rv, timeout_seconds=600
+            ) as watch:
+                for kind, obj in watch:
+                    self._rv = obj["metadata"]["resourceVersion"]
+                    name = obj["metadata"].get("name")
+                    bound = (obj.get("spec") or {}).get("nodeName")
+                    if kind != "BOOKMARK" and bound and name not in self.bound:
+                        self.bound[name] = time.monotonic()
+                    if self._stop.is_set():
+                        return
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def check_placement(client: RestClient) -> list[str]:
+    """Every pod bound, and bound where it fits; the problems found."""
+    nodes = {n["metadata"]["name"]: n for n in client.list(NODES)["items"]}
+    pods = client.list(PODS, NAMESPACE)["items"]
+    problems = []
+    used: dict[str, list[dict[str, Any]]] = {name: [] for name in nodes}
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if not node:
+            problems.append(f"{pod['metadata']['name']} is not bound")
+        elif node not in nodes:
+            problems.append(f"{pod['metadata']['name']} is bound to unknown node {node}")
+        else:
+            used[node].append(pod)
+            if not required_node_affinity_matches(pod, nodes[node]):
+                problems.append(f"{pod['metadata']['name']} on {node} breaks its node affinity")
+    spread: Counter[str] = Counter()
+    for name, placed in used.items():
+        alloc = resource_list(nodes[name]["status"]["allocatable"])
+        cpu = sum(pod_requests(p).milli_cpu for p in placed)
+        memory = sum(pod_requests(p).memory for p in placed)
+        if cpu > alloc.milli_cpu or memory > alloc.memory or len(placed) > alloc.pods:
+            problems.append(
+                f"{name} overcommitted: {cpu}m of {alloc.milli_cpu}m CPU, "
+                f"{memory} of {alloc.memory} bytes, {len(placed)} of {alloc.pods} pods"
+            )
+        anti = sum(1 for p in placed if p["metadata"]["labels"].get("app") == "anti")
+        if anti > 1:
+            problems.append(f"{name} has {anti} anti-affinity pods")
+        zone = nodes[name]["metadata"]["labels"].get(ZONE, "")
+        spread[zone] += sum(1 for p in placed if p["metadata"]["labels"].get("app") == "spread")
+    if spread and max(spread.values()) - min(spread.values()) > 1:
+        problems.append(f"spread pods per zone exceed maxSkew 1: {dict(spread)}")
+    return problems
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def scheduler_metric(plane: LocalControlPlane, line_prefix: str) -> float:
+    r = requests.get(
+        f"https://127.0.0.1:{plane.scheduler_port}/metrics",
+        verify=str(plane.pki / "scheduler-serving" / "kube-scheduler-ca.crt"),
+        timeout=5,
+    )
+    for line in r.text.splitlines():
+        if line.startswith(line_prefix):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def run(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="bench-scheduler-") as tmp:
+        plane = LocalControlPlane(
+            Path(tmp),
+            store_members=1,
+            scheduler_args=["--kube-api-qps", "1000", "--kube-api-burst", "2000"],
+        )
+        print("==> starting a 1-member store, the apiserver, controller-manager, scheduler")
+        plane.start(timeout=120)
+        hollow: subprocess.Popen[str] | None = None
+        try:
+            print(f"==> starting {args.nodes} hollow nodes (kubelets, in-memory runtime)")
+            hollow = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.hollownode",
+                    "--kubeconfig",
+                    str(plane.kubeconfig),
+                    "--nodes",
+                    str(args.nodes),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert hollow.stdout is not None
+            line = hollow.stdout.readline()
+            if not line.startswith("ready"):
+                raise SystemExit(f"the hollow nodes did not start: {line!r}")
+            deadline = time.monotonic() + 60
+            while scheduler_metric(plane, 'scheduler_cache_size{type="nodes"}') < args.nodes:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the scheduler did not see every node within 60 s")
+                time.sleep(0.5)
+            return measure(args, plane, hollow)
+        finally:
+            if hollow is not None:
+                hollow.terminate()
+                try:
+                    hollow.wait(30)
+                except subprocess.TimeoutExpired:
+                    hollow.kill()
+                    hollow.wait()
+            plane.stop()
+
+
+def measure(
+    args: argparse.Namespace, plane: LocalControlPlane, hollow: subprocess.Popen[str]
+) -> int:
+    client = RestClient(load_config(plane.kubeconfig), qps=None, timeout=60)
+    client.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client.get(resource_for("v1", "ServiceAccount"), "default", NAMESPACE)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    pods = workload(args.deployment, args.bare)
+    watch = BindWatch(client, client.list(PODS, NAMESPACE)["metadata"]["resourceVersion"])
+    watch.start()
+    components = {
+        "store": [m.process.pid for m in plane.store.members if m.process is not None]
+        if plane.store
+        else [],
+        "apiserver": [plane.process.pid] if plane.process else [],
+        "controller-manager": [plane.controller_manager.pid] if plane.controller_manager else [],
+        "scheduler": [plane.scheduler.pid] if plane.scheduler else [],
+        "hollow nodes": [hollow.pid],
+    }
+    cpu0 = {k: sum(cpu_seconds(p) for p in pids) for k, pids in components.items()}
+    self0 = resource.getrusage(resource.RUSAGE_SELF)
+    created: dict[str, float] = {}
+    pace = f"at {args.rate:g}/s" if args.rate else "as fast as they go"
+    print(f"==> creating {len(pods)} pods from 16 threads, {pace}", flush=True)
+    started = time.monotonic()
+
+    def create(numbered: tuple[int, dict[str, Any]]) -> None:
+        i, pod = numbered
+        if args.rate:  # open loop: each create leaves at its time, answered or not
+            delay = started + i / args.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        client.create(PODS, pod)
+        created[pod["metadata"]["name"]] = time.monotonic()
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        list(pool.map(create, enumerate(pods)))
+    created_all = time.monotonic()
+    deadline = created_all + args.timeout
+    while len(watch.bound) < len(pods) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    finished = max(watch.bound.values(), default=time.monotonic())
+    elapsed = finished - started
+    cpu1 = {k: sum(cpu_seconds(p) for p in pids) for k, pids in components.items()}
+    self1 = resource.getrusage(resource.RUSAGE_SELF)
+    watch.stop()
+    latencies = [watch.bound[n] - created[n] for n in watch.bound if n in created]
+    bound = len(watch.bound)
+    rate = bound / elapsed if elapsed > 0 else 0.0
+    p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
+    problems = check_placement(client)
+    cpu = {k: (cpu1[k] - cpu0[k]) / elapsed for k in components}
+    cpu["load generator"] = (
+        self1.ru_utime + self1.ru_stime - self0.ru_utime - self0.ru_stime
+    ) / elapsed
+    print(f"\ncreated {len(pods)} pods in {created_all - started:.1f} s")
+    print(
+        f"bound {bound}/{len(pods)} in {elapsed:.1f} s: {rate:.0f} pods/s "
+        f"(target >= {TARGET_RATE:.0f})"
+    )
+    print(f"create-to-bound p50 {p50:.2f} s, p99 {p99:.2f} s (target p99 < {TARGET_P99:.0f} s)")
+    print("CPU (cores, over the run): " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
+    print(
+        "placement check: "
+        + ("every pod bound where it fits" if not problems else f"{len(problems)} problems")
+    )
+    for problem in problems[:20]:
+        print("  " + problem)
+    if args.markdown:
+        print(
+            f"\n| {args.nodes} | {len(pods)} | {args.rate or 'max'} | "
+            f"{len(pods) / (created_all - started):.0f} | {rate:.0f} | {p50:.2f} | {p99:.2f} | "
+            + " | ".join(f"{cpu[k]:.2f}" for k in cpu)
+            + f" | {'yes' if not problems else 'NO'} |"
+        )
+    client.close()
+    return 0 if not problems and bound == len(pods) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.scheduler", description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--nodes", type=int, default=500)
+    p.add_argument("--deployment", type=int, default=3000)
+    p.add_argument("--bare", type=int, default=2000)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for bindings")
+    p.add_argument(
+        "--rate", type=float, default=0.0, help="pods created per second (0: as fast as they go)"
+    )
+    p.add_argument("--markdown", action="store_true")
+    # SIGTERM unwinds like Ctrl-C, so the control plane and hollow nodes are stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""One strategy object per stored resource: the per-kind rules of the generic registry.
+
+`for_resource` is the lookup the registry and the subresource handlers use; a resource
+not named in `_STRATEGIES` (Node, ServiceAccount, LimitRange, the RBAC kinds,
+ControllerRevision) follows the default `Strategy`. Kinds with rules of their own have a
+class in the module of their API group (so far only `core` has any), as Kubernetes keeps
+them in ``pkg/registry/<group>/<kind>/strategy.go``; the others share one of the two
+variants in `generic`:
+
+* `StatusResetStrategy`: Deployment, ReplicaSet, DaemonSet, StatefulSet, Job, CronJob,
+  ResourceQuota, PodDisruptionBudget (and, in `core`, Service and ReplicationController;
+  in `certificates`, CertificateSigningRequest, which also records its requester);
+* `NoGenerationStrategy`: Event, Endpoints, EndpointSlice, ConfigMap, Secret, Lease.
+"""
+
+from __future__ import annotations
+
+from kubelab.api.resources import RESOURCES, Resource
+
+from . import certificates, core
+from .generic import NoGenerationStrategy, StatusResetStrategy, Strategy, now_rfc3339
+
+__all__ = ["Strategy", "for_resource", "now_rfc3339"]
+
+_STRATEGIES: dict[str, type[Strategy]] = {
+    # core
+    "pods": core.PodStrategy,
+    "namespaces": core.NamespaceStrategy,
+    "services": core.ServiceStrategy,
+    "persistentvolumes": core.PendingStrategy,
+    "persistentvolumeclaims": core.PendingStrategy,
+    "replicationcontrollers": core.ReplicationControllerStrategy,
+    "resourcequotas": StatusResetStrategy,
+    "events": NoGenerationStrategy,
+    "endpoints": NoGenerationStrategy,
+    "configmaps": NoGenerationStrategy,
+    "secrets": NoGenerationStrategy,
+    # apps, batch, certificates
+    "deployments.apps": StatusResetStrategy,
+    "replicasets.apps": StatusResetStrategy,
+    "statefulsets.apps": StatusResetStrategy,
+    "daemonsets.apps": StatusResetStrategy,
+    "jobs.batch": StatusResetStrategy,
+    "cronjobs.batch": StatusResetStrategy,
+    "certificatesigningrequests.certificates.k8s.io": (
+        certificates.CertificateSigningRequestStrategy
+    ),
+    # policy
+    "poddisruptionbudgets.policy": StatusResetStrategy,
+    # coordination, discovery
+    "leases.coordination.k8s.io": NoGenerationStrategy,
+    "endpointslices.discovery.k8s.io": NoGenerationStrategy,
+}
+
+_BY_RESOURCE: dict[str, Strategy] = {
+    r.group_resource: _STRATEGIES.get(r.group_resource, Strategy)(r) for r in RESOURCES if r.stored
+}
+
+
+def for_resource(r: Resource) -> Strategy:
+    """The strategy of a stored resource (the default one for a kind without rules)."""
+    return _BY_RESOURCE.get(r.group_resource) or Strategy(r)

@@ -1,0 +1,77 @@
+"""Per-kind strategies (`controlplane.apiserver.strategies`): the lookup by resource and
+the rules that differ by kind, on objects as the registry hands them over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controlplane.apiserver.strategies import Strategy, for_resource
+from kubelab.api.resources import RESOURCES, Resource, lookup
+
+Object = dict[str, Any]
+
+
+def _resource(group: str, version: str, plural: str) -> Resource:
+    r = lookup(group, version, plural)
+    assert r is not None
+    return r
+
+
+@pytest.mark.parametrize("r", [r for r in RESOURCES if r.stored], ids=lambda r: r.group_resource)
+def test_every_stored_resource_has_a_strategy_of_its_own(r: Resource) -> None:
+    strategy = for_resource(r)
+    assert isinstance(strategy, Strategy) and strategy.resource is r
+
+
+def test_a_new_object_starts_with_the_status_its_kind_gives_it() -> None:
+    sent: Object = {"phase": "Running", "replicas": 3}
+
+    def created(plural: str, group: str = "", version: str = "v1") -> Object:
+        obj: Object = {"metadata": {"name": "x"}, "spec": {}, "status": dict(sent)}
+        for_resource(_resource(group, version, plural)).prepare_for_create(obj)
+        return obj
+
+    assert created("nodes")["status"] == sent  # the kubelet registers it with its status
+    assert created("deployments", "apps")["status"] == {}
+    assert created("pods")["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
+    assert created("namespaces")["status"] == {"phase": "Active"}
+    assert created("persistentvolumeclaims")["status"] == {"phase": "Pending"}
+    assert created("configmaps")["metadata"].get("generation") is None
+    assert created("deployments", "apps")["metadata"]["generation"] == 1
+
+
+def test_only_a_change_of_the_desired_state_moves_the_generation() -> None:
+    strategy = for_resource(_resource("apps", "v1", "deployments"))
+    old: Object = {"metadata": {"name": "d", "generation": 4}, "spec": {"replicas": 1}}
+    relabelled: Object = {"metadata": {"name": "d", "labels": {"a": "b"}}, "spec": {"replicas": 1}}
+    strategy.prepare_for_update(relabelled, old)
+    assert relabelled["metadata"]["generation"] == 4
+    scaled: Object = {"metadata": {"name": "d"}, "spec": {"replicas": 2}, "status": {"x": 1}}
+    strategy.prepare_for_update(scaled, old)
+    assert scaled["metadata"]["generation"] == 5
+    assert "status" not in scaled  # only the status subresource writes it
+
+
+def test_a_bound_pod_is_deleted_gracefully_and_an_unbound_one_at_once() -> None:
+    pods = for_resource(_resource("", "v1", "pods"))
+    bound: Object = {"spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 12}}
+    assert pods.grace_period(bound, None) == 12
+    assert pods.grace_period(bound, 3) == 3
+    assert pods.grace_period({"spec": {}}, None) == 0
+    assert for_resource(_resource("", "v1", "configmaps")).grace_period(bound, 5) == 0
+
+
+def test_a_replication_controllers_scale_selector_is_its_label_map() -> None:
+    obj: Object = {"metadata": {"name": "r"}, "spec": {"replicas": 2, "selector": {"app": "a"}}}
+    scale = for_resource(_resource("", "v1", "replicationcontrollers")).to_scale(obj)
+    assert scale["status"]["selector"] == "app=a"
+    rs: Object = {
+        "metadata": {"name": "r"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "a"}}},
+    }
+    assert for_resource(_resource("apps", "v1", "replicasets")).to_scale(rs)["status"] == {
+        "replicas": 0,
+        "selector": "app=a",
+    }
