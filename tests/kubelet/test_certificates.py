@@ -183,6 +183,8 @@ def test_a_bootstrap_token_becomes_a_rotated_client_certificate(
         (first,) = signer.seen.values()
         (asked,) = requests.calls("POST", "certificatesigningrequests")
         assert _authorization(asked) == f"Bearer {bootstrap_token}"
+        token_id = bootstrap_token.split(".")[0]
+        assert first["spec"]["username"] == f"system:bootstrap:{token_id}"
         assert first["spec"]["usages"] == ["digital signature", "client auth"]
         assert _subject(credentials.client_cert_data) == f"CN=system:node:{node},O=system:nodes"
         # The kubeconfig refers to the rotated file, which a restarted kubelet reads again
@@ -205,6 +207,8 @@ def test_a_bootstrap_token_becomes_a_rotated_client_certificate(
             # The renewal was asked for with the node's certificate, not the token.
             renewal = requests.calls("POST", "certificatesigningrequests")[1]
             assert _authorization(renewal) == ""
+            (renewed_csr,) = [c for n, c in signer.seen.items() if n != first["metadata"]["name"]]
+            assert renewed_csr["spec"]["username"] == f"system:node:{node}"
             assert client.config.client_cert_data != credentials.client_cert_data
             # Once the first certificate has expired, the node still renews its Lease
             # (every request of the test apiserver is a new TLS connection).
