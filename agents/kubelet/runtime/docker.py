@@ -18,8 +18,10 @@ before 1.24):
   (CAP_SYS_RESOURCE is outside the bounding set), so the kubelet asks for every
   capability instead (`cap_add=ALL`) and logs that it did.
 
-Inspections of exited containers are cached by id (an exited container never changes),
-so a relist costs one list call plus one inspect per live container.
+Inspections of containers are cached by id and the state the list reports (a running or
+exited container's inspection changes only with its state), so a relist costs one list
+call, plus one inspect per container that changed and one per sandbox (not one per
+container each relist).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ log = logging.getLogger("kubelab.kubelet.docker")
 TYPE_LABEL = "io.kubernetes.docker.type"
 ATTEMPT_LABEL = "io.kubernetes.attempt"
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
+STABLE_STATES = ("running", "exited", "dead")
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _CLONE_NEWNET = 0x40000000
 
@@ -208,7 +211,8 @@ class DockerRuntime:
             else docker.from_env(timeout=120)
         )
         self.api: docker.APIClient = self.client.api
-        self._exited: dict[str, ContainerStatus] = {}
+        self._seen: dict[str, tuple[str, ContainerStatus]] = {}
+        """Container id -> (the state the list said, the inspected status)."""
         self._lock = threading.Lock()
         self._execs = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="exec")
 
@@ -405,7 +409,7 @@ class DockerRuntime:
         with contextlib.suppress(docker.errors.NotFound):
             self.api.remove_container(container_id, force=True, v=True)
         with self._lock:
-            self._exited.pop(container_id, None)
+            self._seen.pop(container_id, None)
 
     def _status(self, info: dict[str, Any]) -> ContainerStatus:
         state = info["State"]
@@ -443,21 +447,25 @@ class DockerRuntime:
 
     def list_containers(self) -> list[ContainerStatus]:
         out = []
+        seen: dict[str, tuple[str, ContainerStatus]] = {}
         for entry in self._listed("container"):
-            cid = entry["Id"]
+            cid, listed = entry["Id"], str(entry.get("State", ""))
             with self._lock:
-                cached = self._exited.get(cid)
-            if cached is not None:
-                out.append(cached)
+                cached = self._seen.get(cid)
+            # What an inspection says of a running or exited container changes only with
+            # its state (the kubelet never restarts a container in place).
+            if cached is not None and cached[0] == listed and listed in STABLE_STATES:
+                seen[cid] = cached
+                out.append(cached[1])
                 continue
             info = self._inspect(cid)
             if info is None:
                 continue
             status = self._status(info)
-            if status.state == State.EXITED:
-                with self._lock:
-                    self._exited[cid] = status
+            seen[cid] = (listed, status)
             out.append(status)
+        with self._lock:
+            self._seen = seen
         return out
 
     # -- images --------------------------------------------------------------------------
