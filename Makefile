@@ -77,6 +77,8 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.raft_runtime
 	$(BIN)/python -m bench.store
 	$(BIN)/python -m bench.apiserver
+	$(BIN)/python -m bench.pods
+	$(BIN)/python -m bench.pods --runtime docker
 
 up: $(STAMP)
 	$(BIN)/python -m lab.localcluster up --dir $(LAB_DIR)/store --members 3

@@ -8,12 +8,13 @@ import signal
 import sys
 import threading
 
+from agents.kubelet import certificates
 from agents.kubelet import config as kconfig
 from agents.kubelet.kubelet import Kubelet
 from agents.kubelet.machine import HostMachine
 from agents.kubelet.runtime.docker import DockerRuntime
 from kubelab import pki
-from kubelab.client import KubeconfigError, RestClient, load_config
+from kubelab.client import KubeconfigError, RestClient
 
 log = logging.getLogger("kubelab.kubelet")
 
@@ -30,9 +31,16 @@ def main(argv: list[str] | None = None) -> None:
             "kubelet: --tls-cert-file, --tls-private-key-file and --client-ca-file are "
             "required (the HTTPS server on --port refuses anonymous callers)"
         )
+    assert config.kubeconfig is not None  # a required flag
     try:
-        client = RestClient(load_config(config.kubeconfig), qps=50, burst=100)
-    except KubeconfigError as exc:
+        credentials = certificates.bootstrap(
+            config.kubeconfig,
+            config.bootstrap_kubeconfig,
+            config.cert_dir or config.root_dir / "pki",
+            config.node_name,
+        )
+        client = RestClient(credentials, qps=50, burst=100)
+    except (KubeconfigError, certificates.CertificateError) as exc:
         sys.exit(f"kubelet: {exc}")
     runtime = DockerRuntime(
         config.node_name,

@@ -25,10 +25,38 @@ class Reserved:
 
 
 @dataclass(frozen=True)
+class Threshold:
+    """One `<signal><<quantity or percentage>` of `--eviction-hard`: met when what is
+    available falls below it."""
+
+    quantity: int = 0
+    fraction: float = 0.0
+
+    def of(self, capacity: int) -> int:
+        """The threshold in bytes, for a resource of `capacity` bytes."""
+        return self.quantity or int(capacity * self.fraction)
+
+
+EVICTION_SIGNALS = ("memory.available", "nodefs.available")
+EVICTION_HARD = {
+    "memory.available": Threshold(quantity=100 * 1024 * 1024),
+    "nodefs.available": Threshold(fraction=0.10),
+}
+"""The kubelet's default hard thresholds (memory.available<100Mi, nodefs.available<10%)."""
+
+
+@dataclass(frozen=True)
 class KubeletConfig:
     node_name: str
     node_ip: str = ""
     kubeconfig: Path | None = None
+    bootstrap_kubeconfig: Path | None = None
+    """Credentials to ask for a client certificate with, when `kubeconfig` has none yet
+    (TLS bootstrap, agents.kubelet.certificates)."""
+    cert_dir: Path | None = None
+    """Where the client certificates go (default `<root_dir>/pki`)."""
+    rotate_certificates: bool = False
+    """Renew the client certificate before it expires."""
     root_dir: Path = Path("/var/lib/kubelet")
     pod_manifest_path: Path | None = None
     max_pods: int = 110
@@ -42,8 +70,10 @@ class KubeletConfig:
     node_labels: dict[str, str] = field(default_factory=dict)
     register_with_taints: tuple[dict[str, str], ...] = ()
     reserved: Reserved = Reserved()
-    eviction_memory_available: int = 100 * 1024 * 1024
-    """memory.available<100Mi, the kubelet's default hard eviction threshold."""
+    eviction_hard: dict[str, Threshold] = field(default_factory=lambda: dict(EVICTION_HARD))
+    """`--eviction-hard`: below these, the node is under pressure and pods are evicted."""
+    eviction_monitoring_interval: float = 10.0
+    """How often the eviction thresholds are checked (one eviction at most each time)."""
     node_status_update_frequency: float = 10.0
     node_status_report_frequency: float = 60.0
     """A status that has not changed is still posted this often (Kubernetes: 5 min)."""
@@ -83,6 +113,27 @@ def _reserved(text: str) -> Reserved:
     return Reserved(cpu, memory)
 
 
+def _eviction(text: str) -> dict[str, Threshold]:
+    """`memory.available<100Mi,nodefs.available<10%` as thresholds by signal (the
+    signals not named keep no threshold, as with kube-kubelet's flag)."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        signal, sep, value = item.partition("<")
+        if not sep or signal not in EVICTION_SIGNALS:
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: expected <signal><<quantity or percentage>, signal one of "
+                f"{', '.join(EVICTION_SIGNALS)}"
+            )
+        try:
+            if value.endswith("%"):
+                out[signal] = Threshold(fraction=float(value[:-1]) / 100)
+            else:
+                out[signal] = Threshold(quantity=int(parse_quantity(value).value))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{item!r}: {exc}") from None
+    return out
+
+
 def _labels(text: str) -> dict[str, str]:
     out = {}
     for item in filter(None, text.split(",")):
@@ -112,6 +163,18 @@ def parser() -> argparse.ArgumentParser:
         prog="kubelet", description="kubelab's kubelet: runs the pods bound to this node"
     )
     p.add_argument("--kubeconfig", type=Path, required=True, help="credentials of this node")
+    p.add_argument(
+        "--bootstrap-kubeconfig",
+        type=Path,
+        help="credentials (a bootstrap token) to get a client certificate with, when "
+        "--kubeconfig does not exist yet; the kubelet then writes --kubeconfig",
+    )
+    p.add_argument("--cert-dir", type=Path, help="client certificates (default <root-dir>/pki)")
+    p.add_argument(
+        "--rotate-certificates",
+        action="store_true",
+        help="renew the client certificate (a new CSR) before it expires",
+    )
     p.add_argument("--hostname-override", default="", help="the Node's name (default: hostname)")
     p.add_argument("--node-ip", default="", help="the Node's InternalIP")
     p.add_argument("--root-dir", type=Path, default=Path("/var/lib/kubelet"))
@@ -128,6 +191,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--register-with-taints", type=_taints, default=())
     p.add_argument("--kube-reserved", type=_reserved, default=Reserved())
     p.add_argument("--system-reserved", type=_reserved, default=Reserved())
+    p.add_argument(
+        "--eviction-hard",
+        type=_eviction,
+        default=dict(EVICTION_HARD),
+        help="e.g. memory.available<100Mi,nodefs.available<10%%: pods are evicted below these",
+    )
     p.add_argument("--node-status-update-frequency", type=float, default=10.0)
     p.add_argument("--sync-frequency", type=float, default=60.0)
     p.add_argument("--pod-infra-container-image", default="registry.k8s.io/pause:3.9")
@@ -150,6 +219,9 @@ def from_args(args: argparse.Namespace) -> KubeletConfig:
         node_name=(args.hostname_override or socket.gethostname()).lower(),
         node_ip=args.node_ip,
         kubeconfig=args.kubeconfig,
+        bootstrap_kubeconfig=args.bootstrap_kubeconfig,
+        cert_dir=args.cert_dir,
+        rotate_certificates=args.rotate_certificates,
         root_dir=args.root_dir,
         pod_manifest_path=args.pod_manifest_path,
         max_pods=args.max_pods,
@@ -163,6 +235,7 @@ def from_args(args: argparse.Namespace) -> KubeletConfig:
         node_labels=args.node_labels,
         register_with_taints=args.register_with_taints,
         reserved=reserved,
+        eviction_hard=args.eviction_hard,
         node_status_update_frequency=args.node_status_update_frequency,
         sync_frequency=args.sync_frequency,
         pod_infra_container_image=args.pod_infra_container_image,

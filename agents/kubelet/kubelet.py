@@ -5,6 +5,8 @@
     PLEG (relist + engine events) -----------+        |
                                                       +--> pod status, Events, mirror pods
     heartbeat: Node status when it changes, Lease every 10 s
+    client certificate: renewed before it expires (agents.kubelet.certificates)
+    node pressure: pods evicted below --eviction-hard (agents.kubelet.eviction)
     HTTPS :10250: logs, exec, attach, port-forward, stats (agents.kubelet.server)
 
 `Kubelet` is the same code on a real node (DockerRuntime, HostMachine, volumes on disk,
@@ -21,8 +23,10 @@ import threading
 import time
 from collections.abc import Callable
 
+from agents.kubelet.certificates import Rotator
 from agents.kubelet.config import KubeletConfig
 from agents.kubelet.events import Recorder
+from agents.kubelet.eviction import EvictionManager
 from agents.kubelet.machine import Machine
 from agents.kubelet.node import NodeStatus
 from agents.kubelet.pods import MIRROR, PODS, PodWorkers, mirror_pod, static_pods
@@ -30,11 +34,12 @@ from agents.kubelet.runtime import Runtime
 from agents.kubelet.server import Authorizer, KubeletServer
 from agents.kubelet.volumes import VolumeManager
 from kubelab.api.errors import StatusError
-from kubelab.client import RestClient, ServerUnreachable, SharedInformer
+from kubelab.client import RestClient, ServerUnreachable, SharedInformer, resource_for
 from kubelab.client.rest import Object
 
 log = logging.getLogger("kubelab.kubelet")
 
+SERVICES = resource_for("v1", "Service")
 STATIC_POD_PERIOD = 20.0
 """How often the manifest folder is read (`--file-check-frequency`, 20 s)."""
 
@@ -74,6 +79,9 @@ class Kubelet:
         self.informer = SharedInformer(
             client, PODS, field_selector=f"spec.nodeName={config.node_name}"
         )
+        # Every Service, for the containers' variables (`KUBERNETES_SERVICE_HOST`, ...).
+        self.services = SharedInformer(client, SERVICES)
+        self.workers.services = self.services.indexer.list
         self.informer.add_event_handler(
             on_add=self.workers.upsert,
             on_update=lambda _old, new: self.workers.upsert(new),
@@ -81,6 +89,11 @@ class Kubelet:
                 obj["metadata"]["uid"] if isinstance(obj, dict) else ""
             ),
         )
+        self.eviction = EvictionManager(self.node_status, self.workers)
+        self.rotator: Rotator | None = None
+        if config.rotate_certificates:
+            cert_dir = config.cert_dir or config.root_dir / "pki"
+            self.rotator = Rotator(client, config.node_name, cert_dir)
         self.server: KubeletServer | None = None
         if serving is not None:
             self.server = KubeletServer(
@@ -121,10 +134,18 @@ class Kubelet:
                 log.warning("kubelet %s: registering: %s; retrying", self.name, exc)
                 time.sleep(1.0)
         self.workers.pleg.relist()
+        self.services.start(self.stop_event)
+        # As the kubelet does, containers start only once the Services are known, so
+        # that none misses its variables.
+        if not self.services.wait_for_sync(timeout=max(1.0, deadline - time.monotonic())):
+            log.warning("kubelet %s: Services not listed yet; starting pods anyway", self.name)
         self.informer.start(self.stop_event)
         if self.server is not None:
             self.threads.append(self.server.start())
         self._thread(self._heartbeat, "heartbeat")
+        if self.rotator is not None:
+            rotator = self.rotator
+            self._thread(lambda: rotator.run(self.stop_event), "certificate rotation")
         self._thread(lambda: self.workers.pleg.run(self.stop_event), "pleg")
         for i in range(self.config.workers):
             self._thread(self.workers.run_worker, f"worker {i}")
@@ -132,6 +153,7 @@ class Kubelet:
 
     def _heartbeat(self) -> None:
         next_status = next_lease = next_static = 0.0
+        next_eviction = time.monotonic() + self.config.eviction_monitoring_interval
         lease_every = self.config.node_lease_duration_seconds / 4
         while not self.stop_event.is_set():
             now = time.monotonic()
@@ -149,9 +171,12 @@ class Kubelet:
                 if now >= next_status:
                     self.node_status.post_status(now=now)
                     next_status = now + self.config.node_status_update_frequency
+                if now >= next_eviction and self.workers.sources_ready.is_set():
+                    self.eviction.check()
+                    next_eviction = now + self.config.eviction_monitoring_interval
             except (StatusError, ServerUnreachable) as exc:
                 log.warning("kubelet %s: heartbeat: %s", self.name, exc)
-            wait = min(next_static, next_lease, next_status) - time.monotonic()
+            wait = min(next_static, next_lease, next_status, next_eviction) - time.monotonic()
             self.stop_event.wait(max(0.05, wait))
 
     def sync_static_pods(self) -> None:

@@ -95,7 +95,7 @@ class NodeStatus:
     def allocatable(self) -> dict[str, str]:
         reserved = self.config.reserved
         cpu_milli = max(0, self.machine.cpus() * 1000 - reserved.cpu_milli)
-        memory = self.machine.memory() - reserved.memory - self.config.eviction_memory_available
+        memory = self.machine.memory() - reserved.memory - self.memory_threshold()
         return {
             "cpu": f"{cpu_milli}m" if cpu_milli % 1000 else str(cpu_milli // 1000),
             "memory": f"{max(0, memory) // 1024}Ki",
@@ -117,10 +117,22 @@ class NodeStatus:
             "lastHeartbeatTime": now_rfc3339(),
         }
 
+    def memory_threshold(self) -> int:
+        threshold = self.config.eviction_hard.get("memory.available")
+        return threshold.of(self.machine.memory()) if threshold else 0
+
+    def under_pressure(self) -> tuple[bool, bool]:
+        """(memory, disk): whether `--eviction-hard`'s thresholds are met now."""
+        p = self.machine.pressure()
+        memory = p.memory_available < self.memory_threshold()
+        nodefs = self.config.eviction_hard.get("nodefs.available")
+        storage = self.machine.ephemeral_storage()
+        disk = nodefs is not None and p.disk_available_fraction * storage < nodefs.of(storage)
+        return memory, disk
+
     def conditions(self) -> list[Object]:
         p = self.machine.pressure()
-        memory = p.memory_available < self.config.eviction_memory_available
-        disk = p.disk_available_fraction < 0.10
+        memory, disk = self.under_pressure()
         pids = p.pids_used_fraction > 0.90
         try:
             self.runtime.version()

@@ -25,6 +25,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,8 @@ class PodState:
     last_status: Object | None = None
     wake_at: float | None = None
     mount_error: str = ""
+    evicted: str = ""
+    """Why the kubelet evicted the pod (node pressure); it then stays Failed."""
 
 
 def _latest(
@@ -151,6 +154,8 @@ class PodWorkers:
         self.pods: dict[str, PodState] = {}
         self._lock = threading.Lock()
         self.pleg = PLEG(runtime, self.queue.add, config.relist_period)
+        self.services: Callable[[], Iterable[Object]] = tuple
+        """The Services known (the kubelet's informer), for the containers' variables."""
         self.sources_ready = threading.Event()
         """Set once the API pods and the static pods are known: only then may the
         kubelet remove containers of pods it does not know (else it would kill pods a
@@ -221,6 +226,12 @@ class PodWorkers:
         if pod["metadata"].get("deletionTimestamp"):
             self._terminate(uid, st, pod)
             return
+        if st.evicted:
+            if not st.terminated:
+                self._kill_pod(uid, st, grace=0)
+                st.terminated = True
+            self._write_status(uid, st, pod)
+            return
         st.wake_at = None
         self._sync(uid, st, pod)
         self._write_status(uid, st, pod)
@@ -231,6 +242,38 @@ class PodWorkers:
         if wake is not None:
             self.queue.add_after(uid, max(0.0, wake - time.time()))
         self.queue.add_after(uid, self.config.sync_frequency)
+
+    def evictable(self) -> list[tuple[str, Object]]:
+        """(uid, pod) of the pods node pressure may evict: running or about to, and not
+        static (the control plane's own)."""
+        with self._lock:
+            return [
+                (uid, st.pod)
+                for uid, st in self.pods.items()
+                if st.pod is not None and not (st.terminated or st.evicted or st.static)
+            ]
+
+    def evict(self, uid: str, message: str) -> None:
+        """Node-pressure eviction: the pod's worker stops it at once (grace 0, as for a
+        hard threshold) and reports it Failed with reason Evicted; it is not restarted,
+        and the pod object stays for its owner to replace (as in Kubernetes)."""
+        with self._lock:
+            st = self.pods.get(uid)
+            if st is None or st.pod is None or st.evicted:
+                return
+            st.evicted = message
+            pod = st.pod
+        meta = pod["metadata"]
+        log.warning(
+            "kubelet %s: evicting pod %s/%s (uid %s): %s",
+            self.config.node_name,
+            meta.get("namespace"),
+            meta["name"],
+            uid,
+            message,
+        )
+        self.recorder.event(pod, WARNING, "Evicted", message)
+        self.queue.add(uid)
 
     def _token_due(self, uid: str) -> float | None:
         return self.volumes.next_refresh(uid) if self.volumes else None
@@ -494,6 +537,11 @@ class PodWorkers:
             host_ip=self.config.node_ip,
             pod_ip=sandbox.ip,
             allocatable=self.allocatable,
+            services=podspec.service_environment(
+                self.services(),
+                ref.namespace,
+                pod["spec"].get("enableServiceLinks", True) is not False,
+            ),
         )
         command, args = podspec.command_line(c, dict(env))
         sec = podspec.security(pod, c)
@@ -514,6 +562,7 @@ class PodWorkers:
             read_only_rootfs=sec.read_only_rootfs,
             tty=bool(c.get("tty")),
             stdin=bool(c.get("stdin")),
+            stdin_once=bool(c.get("stdinOnce")),
             resources=podspec.resources(c),
             cgroup_parent=podspec.cgroup_parent(self.config.cgroup_root, pod),
         )
@@ -818,6 +867,8 @@ class PodWorkers:
         if ip:
             status["podIP"] = ip
             status["podIPs"] = [{"ip": ip}]
+        if st.evicted:
+            status.update(phase="Failed", reason="Evicted", message=st.evicted)
         return status
 
     def _write_status(self, uid: str, st: PodState, pod: Object) -> None:

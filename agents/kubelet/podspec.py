@@ -1,7 +1,7 @@
-"""From a pod's spec to what the runtime is asked for: environment (with `valueFrom`),
-`$(VAR)` expansion, QoS class and cgroup limits, security settings and DNS. Pure
-functions over the pod and a `Lookup` of ConfigMaps and Secrets, so the pod worker's
-tests need no engine.
+"""From a pod's spec to what the runtime is asked for: environment (with `valueFrom`, and
+the Services' variables such as `KUBERNETES_SERVICE_HOST`), `$(VAR)` expansion, QoS class
+and cgroup limits, security settings and DNS. Pure functions over the pod and a `Lookup`
+of ConfigMaps and Secrets, so the pod worker's tests need no engine.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,7 @@ def expand(text: str, env: dict[str, str]) -> str:
     return _VAR.sub(sub, text)
 
 
-def _requests_limits(container: Object) -> tuple[Object, Object]:
+def requests_limits(container: Object) -> tuple[Object, Object]:
     res = container.get("resources") or {}
     return res.get("requests") or {}, res.get("limits") or {}
 
@@ -57,7 +57,7 @@ def qos_class(pod: Object) -> str:
     any_set = False
     guaranteed = True
     for c in containers:
-        requests, limits = _requests_limits(c)
+        requests, limits = requests_limits(c)
         if requests or limits:
             any_set = True
         for kind in ("cpu", "memory"):
@@ -84,7 +84,7 @@ def cgroup_parent(root: str, pod: Object) -> str:
 def resources(container: Object) -> Resources:
     """CPU shares from the request (the limit when no request), quota from the limit,
     and the memory limit: what `docker run --cpu-shares --cpu-quota --memory` take."""
-    requests, limits = _requests_limits(container)
+    requests, limits = requests_limits(container)
     cpu_request = requests.get("cpu", limits.get("cpu"))
     shares = max(MIN_SHARES, milli_cpu(cpu_request) * 1024 // 1000) if cpu_request else MIN_SHARES
     quota = milli_cpu(limits["cpu"]) * CPU_PERIOD // 1000 if "cpu" in limits else 0
@@ -135,7 +135,7 @@ def resource_field(
     )
     if container is None:
         raise ConfigError(f"resourceFieldRef names unknown container {name!r}")
-    requests, limits = _requests_limits(container)
+    requests, limits = requests_limits(container)
     what, _, kind = str(ref.get("resource", "")).partition(".")
     if kind not in ("cpu", "memory", "ephemeral-storage"):
         raise ConfigError(f"unsupported resourceFieldRef resource {ref.get('resource')!r}")
@@ -170,6 +170,63 @@ def _key_of(lookup: Lookup, kind: str, namespace: str, ref: Object) -> str | Non
     raise ConfigError(f"couldn't find key {key} in {singular.capitalize()} {namespace}/{name}")
 
 
+MASTER_SERVICE = ("default", "kubernetes")
+"""The apiserver's Service: its variables go into every pod, service links or not."""
+
+
+def _env_name(name: str) -> str:
+    return name.upper().replace("-", "_")
+
+
+def service_environment(
+    services: Iterable[Object], namespace: str, enable_service_links: bool
+) -> list[tuple[str, str]]:
+    """The variables the kubelet gives every container for the Services it may see: the
+    `kubernetes` Service of `default` always (so in-cluster clients find the apiserver:
+    `KUBERNETES_SERVICE_HOST`/`_PORT`), and, with `enableServiceLinks` (the default),
+    every Service of the pod's own namespace. Per Service, by name: `<NAME>_SERVICE_HOST`,
+    `<NAME>_SERVICE_PORT` (its first port), `<NAME>_SERVICE_PORT_<PORTNAME>`, and the
+    Docker-links style `<NAME>_PORT`, `<NAME>_PORT_<port>_<PROTO>[_PROTO|_PORT|_ADDR]`.
+    Services without a cluster IP (headless, ExternalName) give none."""
+    chosen: dict[str, Object] = {}
+    for svc in services:
+        meta, spec = svc["metadata"], svc.get("spec") or {}
+        ip = spec.get("clusterIP") or ""
+        if ip in ("", "None"):
+            continue
+        ns, name = meta.get("namespace", ""), meta["name"]
+        if (ns, name) == MASTER_SERVICE:
+            chosen.setdefault(name, svc)
+        elif ns == namespace and enable_service_links:
+            chosen[name] = svc
+    env: list[tuple[str, str]] = []
+    for name in sorted(chosen):
+        spec = chosen[name]["spec"]
+        ip, ports = spec["clusterIP"], spec.get("ports") or []
+        prefix = _env_name(name)
+        env.append((f"{prefix}_SERVICE_HOST", ip))
+        if not ports:
+            continue
+        env.append((f"{prefix}_SERVICE_PORT", str(ports[0]["port"])))
+        for port in ports:
+            if port.get("name"):
+                env.append((f"{prefix}_SERVICE_PORT_{_env_name(port['name'])}", str(port["port"])))
+        first = ports[0]
+        env.append(
+            (f"{prefix}_PORT", f"{first.get('protocol', 'TCP').lower()}://{ip}:{first['port']}")
+        )
+        for port in ports:
+            proto = port.get("protocol", "TCP")
+            var = f"{prefix}_PORT_{port['port']}_{proto.upper()}"
+            env += [
+                (var, f"{proto.lower()}://{ip}:{port['port']}"),
+                (f"{var}_PROTO", proto.lower()),
+                (f"{var}_PORT", str(port["port"])),
+                (f"{var}_ADDR", ip),
+            ]
+    return env
+
+
 def environment(
     pod: Object,
     container: Object,
@@ -178,12 +235,14 @@ def environment(
     host_ip: str,
     pod_ip: str,
     allocatable: dict[str, str],
+    services: Sequence[tuple[str, str]] = (),
 ) -> list[tuple[str, str]]:
-    """The container's environment: `envFrom` first, then `env` in order, each value
-    expanded against the variables before it. Raises ConfigError for a missing
-    ConfigMap, Secret or key that is not optional."""
+    """The container's environment: the Services' variables (`service_environment`),
+    then `envFrom`, then `env` in order, each value expanded against the variables
+    before it. Raises ConfigError for a missing ConfigMap, Secret or key that is not
+    optional."""
     namespace = pod["metadata"].get("namespace", "default")
-    env: dict[str, str] = {}
+    env: dict[str, str] = dict(services)
     for source in container.get("envFrom") or []:
         prefix = source.get("prefix", "")
         for kind, ref_key in (("configmaps", "configMapRef"), ("secrets", "secretRef")):

@@ -4,9 +4,14 @@ apiserver relays `kubectl logs`, `exec` and `top` here; see
 
 * `/containerLogs/<ns>/<pod>/<container>`: follow, tailLines, previous, timestamps,
   sinceSeconds;
-* `/exec/<ns>/<pod>/<container>?command=...`: WebSocket with the `v5.channel.k8s.io`
-  subprotocol (v4 too): each message starts with a channel byte (0 stdin, 1 stdout,
-  2 stderr, 3 the final Status, 4 terminal resize; v5's 255 closes a channel);
+* `/exec/<ns>/<pod>/<container>?command=...` and `/attach/<ns>/<pod>/<container>`:
+  WebSocket with the `v5.channel.k8s.io` subprotocol (v4 too): each message starts with
+  a channel byte (0 stdin, 1 stdout, 2 stderr, 3 the final Status, 4 terminal resize;
+  v5's 255 closes a channel);
+* `/portForward/<ns>/<pod>?ports=...`: WebSocket `v4.channel.k8s.io`, two channels per
+  port (data, error), each opened by the port number; the connection is made inside
+  the pod's network namespace. (kubectl 1.31+ speaks SPDY tunnelled in WebSocket,
+  `SPDY/3.1+portforward.k8s.io`, which is not served: the official clients' protocol is.)
 * `/stats/summary` (CPU and memory of the node, pods and containers, for metrics.k8s.io),
   `/healthz`, `/metrics` (Prometheus), `/pods`.
 
@@ -19,8 +24,10 @@ Decisions are cached for a minute.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -43,6 +50,7 @@ log = logging.getLogger("kubelab.kubelet.server")
 
 Object = dict[str, Any]
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+PORT_FORWARD_PROTOCOLS = ("v4.channel.k8s.io", "portforward.k8s.io")
 DECISION_TTL = 60.0
 
 
@@ -175,8 +183,7 @@ class KubeletServer(ThreadingHTTPServer):
         thread.start()
         return thread
 
-    def find_container(self, ns: str, pod: str, container: str, previous: bool) -> str:
-        """The runtime id of a pod's container (its last dead one with `previous`)."""
+    def _pod_uid(self, ns: str, pod: str) -> str:
         with self.workers._lock:
             states = list(self.workers.pods.items())
         uid = next(
@@ -191,6 +198,18 @@ class KubeletServer(ThreadingHTTPServer):
         )
         if uid is None:
             raise LookupError(f'pod "{pod}" in namespace "{ns}" is not running on this node')
+        return uid
+
+    def find_sandbox(self, ns: str, pod: str) -> str:
+        """The runtime id of a pod's ready sandbox (its network namespace)."""
+        ready = [s for s in self.workers.pleg.snapshot(self._pod_uid(ns, pod)).sandboxes if s.ready]
+        if not ready:
+            raise LookupError(f'pod "{pod}" in namespace "{ns}" has no running sandbox')
+        return max(ready, key=lambda s: s.created_at).id
+
+    def find_container(self, ns: str, pod: str, container: str, previous: bool) -> str:
+        """The runtime id of a pod's container (its last dead one with `previous`)."""
+        uid = self._pod_uid(ns, pod)
         found = sorted(
             (
                 c
@@ -280,7 +299,9 @@ class _Handler(BaseHTTPRequestHandler):
             elif parts[0] == "containerLogs" and len(parts) == 4:
                 self._logs(parts[1], parts[2], parts[3], query)
             elif parts[0] in ("exec", "attach") and len(parts) == 4:
-                self._exec(parts[1], parts[2], parts[3], parse_qs(url.query))
+                self._exec(parts[0], parts[1], parts[2], parts[3], parse_qs(url.query))
+            elif parts[0] == "portForward" and len(parts) == 3:
+                self._port_forward(parts[1], parts[2], parse_qs(url.query))
             else:
                 self._error(404, f"404 page not found: {url.path}")
         except LookupError as exc:
@@ -397,19 +418,14 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client went away (kubectl logs -f interrupted)
         self.close_connection = True
 
-    # -- exec over WebSocket -----------------------------------------------------------
+    # -- exec, attach and port-forward over WebSocket ---------------------------------------
 
-    def _exec(self, ns: str, pod: str, container: str, query: dict[str, list[str]]) -> None:
+    def _websocket(self, protocols: tuple[str, ...]) -> tuple[WSConnection, str] | None:
+        """Check the upgrade request and pick a subprotocol; answer 400 if either fails.
+        Nothing is sent on success: the caller accepts once its stream is ready."""
         if self.headers.get("Upgrade", "").lower() != "websocket":
-            self._error(400, "exec needs a WebSocket upgrade (v5.channel.k8s.io)")
-            return
-        cid = self.server.find_container(ns, pod, container, False)
-        command = query.get("command") or []
-        if not command:
-            self._error(400, "you must specify at least one command for the container")
-            return
-        tty = (query.get("tty") or ["false"])[-1] in ("1", "true")
-        stdin = (query.get("stdin") or ["false"])[-1] in ("1", "true")
+            self._error(400, f"this needs a WebSocket upgrade ({', '.join(protocols)})")
+            return None
         ws = WSConnection(ConnectionType.SERVER)
         # The handshake was parsed already; wsproto checks it again from the raw request.
         lines = [self.requestline, *(f"{k}: {v}" for k, v in self.headers.items())]
@@ -417,17 +433,39 @@ class _Handler(BaseHTTPRequestHandler):
         request = next((e for e in ws.events() if isinstance(e, wsproto.events.Request)), None)
         if request is None:
             self._error(400, "not a WebSocket handshake")
-            return
-        protocol = next((p for p in PROTOCOLS if p in request.subprotocols), None)
+            return None
+        protocol = next((p for p in protocols if p in request.subprotocols), None)
         if protocol is None:
             self._error(400, f"no supported subprotocol among {request.subprotocols}")
+            return None
+        return ws, protocol
+
+    def _exec(
+        self, verb: str, ns: str, pod: str, container: str, query: dict[str, list[str]]
+    ) -> None:
+        """exec runs `command` in the container; attach joins the container's own stdio."""
+        upgrade = self._websocket(PROTOCOLS)
+        if upgrade is None:
             return
-        sock = self.connection
+        ws, protocol = upgrade
+        cid = self.server.find_container(ns, pod, container, False)
+        command = query.get("command") or []
+        if verb == "exec" and not command:
+            self._error(400, "you must specify at least one command for the container")
+            return
+        tty = (query.get("tty") or ["false"])[-1] in ("1", "true")
+        stdin = (query.get("stdin") or ["false"])[-1] in ("1", "true")
+        runtime = self.server.runtime
         try:
-            session = self.server.runtime.exec_stream(cid, command, tty=tty, stdin=stdin)
+            if verb == "exec":
+                session = runtime.exec_stream(cid, command, tty=tty, stdin=stdin)
+            else:
+                session = runtime.attach(cid, tty=tty, stdin=stdin)
         except Exception as exc:
-            self._error(500, f"exec failed: {exc}")
+            self._error(500, f"{verb} failed: {exc}")
             return
+        log.info("kubelet https: %s in %s/%s container %s (tty=%s)", verb, ns, pod, container, tty)
+        sock = self.connection
         sock.sendall(ws.send(wsproto.events.AcceptConnection(subprotocol=protocol)))
         self.close_connection = True
         lock = threading.Lock()
@@ -465,6 +503,95 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             session.close()
 
+    def _port_forward(self, ns: str, pod: str, query: dict[str, list[str]]) -> None:
+        """Port-forward over WebSocket (`v4.channel.k8s.io`, as the official clients speak
+        it): for the i-th port of `?ports=`, channel 2i carries its data and 2i+1 its
+        errors, and each channel's first message from here is the port (2 bytes, little
+        endian). Each port gets one TCP connection in the pod's network namespace."""
+        try:
+            ports = [
+                int(p) for v in query.get("ports", []) + query.get("port", []) for p in v.split(",")
+            ]
+        except ValueError:
+            ports = []
+        if not ports or not all(0 < p < 65536 for p in ports):
+            self._error(400, "port-forward needs ?ports=<port>[,<port>...] between 1 and 65535")
+            return
+        upgrade = self._websocket(PORT_FORWARD_PROTOCOLS)
+        if upgrade is None:
+            return
+        ws, protocol = upgrade
+        sandbox = self.server.find_sandbox(ns, pod)
+        sock = self.connection
+        sock.sendall(ws.send(wsproto.events.AcceptConnection(subprotocol=protocol)))
+        self.close_connection = True
+        lock = threading.Lock()
+
+        def send(channel: int, data: bytes) -> None:
+            with lock:
+                sock.sendall(ws.send(wsproto.events.BytesMessage(data=bytes([channel]) + data)))
+
+        conns: dict[int, socket.socket] = {}
+        pumps = []
+        for i, port in enumerate(ports):
+            header = port.to_bytes(2, "little")
+            send(2 * i, header)
+            send(2 * i + 1, header)
+            try:
+                conns[i] = self.server.runtime.port_forward(sandbox, port)
+            except Exception as exc:
+                send(2 * i + 1, f"error forwarding port {port} to pod {ns}/{pod}: {exc}".encode())
+                continue
+            log.info("kubelet https: port-forward to %s/%s port %d", ns, pod, port)
+            pump = threading.Thread(target=_pump_out, args=(conns[i], 2 * i, send), daemon=True)
+            pump.start()
+            pumps.append(pump)
+        closer = threading.Thread(target=self._close_after, args=(pumps, ws, sock, lock))
+        closer.daemon = True
+        closer.start()
+        try:
+            self._forward_input(ws, sock, conns, lock)
+        finally:
+            for conn in conns.values():
+                with contextlib.suppress(OSError):
+                    conn.close()
+
+    @staticmethod
+    def _close_after(
+        pumps: list[threading.Thread], ws: WSConnection, sock: Any, lock: threading.Lock
+    ) -> None:
+        """Once every pod-side connection has ended, close the WebSocket (the client sees
+        its forwarded connections end)."""
+        for pump in pumps:
+            pump.join()
+        with contextlib.suppress(OSError, wsproto.utilities.LocalProtocolError), lock:
+            sock.sendall(ws.send(wsproto.events.CloseConnection(code=1000)))
+
+    @staticmethod
+    def _forward_input(
+        ws: WSConnection, sock: Any, conns: dict[int, socket.socket], lock: threading.Lock
+    ) -> None:
+        """Client to pod: data on channel 2i goes to the i-th port's connection."""
+        try:
+            while data := sock.recv(65536):
+                with lock:
+                    ws.receive_data(data)
+                    events = list(ws.events())
+                for event in events:
+                    if isinstance(event, wsproto.events.BytesMessage) and event.data:
+                        payload = bytes(event.data)
+                        channel, body = payload[0], payload[1:]
+                        conn = conns.get(channel // 2)
+                        if channel % 2 == 0 and conn is not None and body:
+                            conn.sendall(body)
+                    elif isinstance(event, wsproto.events.CloseConnection):
+                        return
+                    elif isinstance(event, wsproto.events.Ping):
+                        with lock:
+                            sock.sendall(ws.send(event.response()))
+        except (OSError, wsproto.utilities.LocalProtocolError):
+            return
+
     def _pump_input(
         self, ws: WSConnection, sock: Any, session: ExecSession, lock: threading.Lock
     ) -> None:
@@ -496,3 +623,12 @@ class _Handler(BaseHTTPRequestHandler):
                             sock.sendall(ws.send(event.response()))
         except (OSError, wsproto.utilities.LocalProtocolError):
             return
+
+
+def _pump_out(conn: socket.socket, channel: int, send: Callable[[int, bytes], None]) -> None:
+    """Pod to client: one forwarded connection's data, until it ends."""
+    try:
+        while data := conn.recv(65536):
+            send(channel, data)
+    except OSError:
+        return

@@ -49,6 +49,7 @@ be called from another thread to end a blocked read at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -56,6 +57,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -359,6 +361,28 @@ class RestClient:
                 _write_private(directory, "client.key", c.client_key_data),
             )
         return remove
+
+    def use_client_certificate(self, cert_pem: bytes, key_pem: bytes) -> None:
+        """Authenticate with another client certificate from now on (a kubelet's rotated
+        one): new connections present it, and the idle ones, which presented the old
+        one, are dropped; a request under way (a watch) keeps its connection until it
+        ends. Only for a client that authenticates with a client certificate."""
+        if self._cert is None:
+            raise ValueError("this client has no client certificate to replace")
+        directory = os.path.dirname(self._cert[0])
+        stamp = uuid.uuid4().hex[:8]
+        new = (
+            _write_private(directory, f"client-{stamp}.crt", cert_pem),
+            _write_private(directory, f"client-{stamp}.key", key_pem),
+        )
+        # The old files stay (until close) for a connection being made right now.
+        self._cert = new
+        self.config = dataclasses.replace(
+            self.config, client_cert_data=cert_pem, client_key_data=key_pem
+        )
+        for adapter in self._session.adapters.values():
+            if isinstance(adapter, requests.adapters.HTTPAdapter):
+                adapter.poolmanager.clear()
 
     @property
     def closed(self) -> bool:

@@ -5,10 +5,16 @@ deletion, and a kubelet restart that adopts its containers.
 Until the node containers of branch node-images exist, this runs on the machine's own
 engine, with `network_mode=none` sandboxes and run-specific names and images
 (tests/kubelet/docker_fixture.py): nothing touches the host's network.
+
+The kubelet talks to the in-process apiserver (`cluster`, on `lab.testenv`), except in
+the tests of the live-data path (logs, exec, stats through the apiserver), which need
+the real processes (`live`): the in-process server neither holds a kubelet-client
+certificate nor takes connections over.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -16,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import requests
 
@@ -24,17 +31,18 @@ from agents.kubelet.machine import HostMachine
 from agents.kubelet.runtime import State
 from agents.kubelet.runtime.docker import DockerRuntime
 from kubelab import pki
-from tests.integration.controlplane_fixture import Lab, lab, namespace
+from tests.integration.controlplane_fixture import Lab, lab
 from tests.kubelet.docker_fixture import DockerImages, docker_images
-from tests.kubelet.kubelet_fixture import fast_config, node_client, until
+from tests.kubelet.kubelet_fixture import Cluster, fast_config, node_client, until
 
-__all__ = ["docker_images", "lab", "namespace"]
+__all__ = ["docker_images", "lab"]
 
 
 @pytest.fixture(scope="module")
-def apiserver_may_call_kubelets(lab: Lab) -> None:
-    """kubeadm binds its kubeadm:cluster-admins group (the apiserver's kubelet-client
-    certificate) to cluster-admin; the kubelet asks the apiserver (SubjectAccessReview)."""
+def live(lab: Lab) -> Cluster:
+    """The real processes, for the live-data path. kubeadm binds its
+    kubeadm:cluster-admins group (the apiserver's kubelet-client certificate) to
+    cluster-admin; the kubelet asks the apiserver (SubjectAccessReview)."""
     lab.kubectl(
         "create",
         "clusterrolebinding",
@@ -42,18 +50,25 @@ def apiserver_may_call_kubelets(lab: Lab) -> None:
         "--clusterrole=cluster-admin",
         "--group=kubeadm:cluster-admins",
     )
+    return Cluster.of(lab)
 
 
-def _start(lab: Lab, node: str, images: DockerImages, tmp: Path) -> Kubelet:
-    ca = pki.load_pair(lab.plane.pki, "ca")
+@pytest.fixture
+def live_namespace(lab: Lab) -> str:
+    return lab.new_namespace()
+
+
+def _start(cluster: Cluster, node: str, images: DockerImages, tmp: Path) -> Kubelet:
+    ca = pki.load_pair(cluster.pki_dir, "ca")
     serving = pki.issue(ca, node, server=True, ip_addresses=["127.0.0.1"])
     crt, key = pki.write_pair(serving, tmp, f"kubelet-{uuid.uuid4().hex[:4]}")
-    context = pki.server_ssl_context(lab.plane.pki / "ca.crt", crt, key, require_client_cert=False)
+    context = pki.server_ssl_context(cluster.ca_file, crt, key, require_client_cert=False)
     runtime = DockerRuntime(
         node, pause_image=images.pause, network="none", name_prefix=images.prefix
     )
     config = fast_config(node, tmp / "root", address="127.0.0.1")
-    kubelet = Kubelet(config, node_client(lab, node), runtime, HostMachine(tmp), serving=context)
+    client = node_client(cluster, node)
+    kubelet = Kubelet(config, client, runtime, HostMachine(tmp), serving=context)
     kubelet.start()
     return kubelet
 
@@ -63,86 +78,89 @@ def node() -> str:
     return f"dkr-{uuid.uuid4().hex[:6]}"
 
 
-@pytest.fixture
-def kubelet(
-    lab: Lab,
-    node: str,
-    docker_images: DockerImages,
-    tmp_path: Path,
-    apiserver_may_call_kubelets: None,
-) -> Iterator[Kubelet]:
-    k = _start(lab, node, docker_images, tmp_path)
+@contextlib.contextmanager
+def _running(cluster: Cluster, node: str, images: DockerImages, tmp: Path) -> Iterator[Kubelet]:
+    k = _start(cluster, node, images, tmp)
     try:
         yield k
     finally:
         k.stop()
-        docker_images.cleanup_containers()
-        lab.api("DELETE", f"/api/v1/nodes/{node}")
+        images.cleanup_containers()
+        cluster.delete_node(node)
+
+
+@pytest.fixture
+def kubelet(
+    cluster: Cluster, node: str, docker_images: DockerImages, tmp_path: Path
+) -> Iterator[Kubelet]:
+    with _running(cluster, node, docker_images, tmp_path) as k:
+        yield k
+
+
+@pytest.fixture
+def live_kubelet(
+    live: Cluster, node: str, docker_images: DockerImages, tmp_path: Path
+) -> Iterator[Kubelet]:
+    with _running(live, node, docker_images, tmp_path) as k:
+        yield k
 
 
 def _pod(
-    lab: Lab, ns: str, node: str, name: str, image: str, command: list[str], **spec: Any
+    cluster: Cluster, ns: str, node: str, name: str, image: str, command: list[str], **spec: Any
 ) -> None:
     container = {"name": "app", "image": image, "command": command, **spec.pop("container", {})}
-    body = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": [container], **spec},
-    }
-    r = lab.api("POST", f"/api/v1/namespaces/{ns}/pods", json=body)
-    assert r.status_code == 201, r.text
-
-
-def _status(lab: Lab, ns: str, name: str) -> dict[str, Any]:
-    return dict(lab.api("GET", f"/api/v1/namespaces/{ns}/pods/{name}").json().get("status", {}))
+    cluster.create_pod(ns, node, name, containers=[container], **spec)
 
 
 def test_busybox_pod_completes_and_kubectl_logs_shows_its_line(
-    lab: Lab, namespace: str, kubelet: Kubelet, docker_images: DockerImages
+    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
 ) -> None:
     _pod(
-        lab,
-        namespace,
-        kubelet.name,
+        live,
+        live_namespace,
+        live_kubelet.name,
         "hello",
         docker_images.busybox,
         ["sh", "-c", 'echo "Hello Kubernetes!"'],
         restartPolicy="Never",
     )
-    until(lambda: _status(lab, namespace, "hello").get("phase") == "Succeeded", "Succeeded")
-    assert lab.kubectl("logs", "hello", "-n", namespace).stdout == "Hello Kubernetes!\n"
+    until(lambda: live.status(live_namespace, "hello").get("phase") == "Succeeded", "Succeeded")
+    assert live.kubectl("logs", "hello", "-n", live_namespace).stdout == "Hello Kubernetes!\n"
 
 
 def test_kubectl_exec_and_top(
-    lab: Lab, namespace: str, kubelet: Kubelet, docker_images: DockerImages
+    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
 ) -> None:
-    _pod(lab, namespace, kubelet.name, "shell", docker_images.busybox, ["sleep", "3600"])
-    until(lambda: _status(lab, namespace, "shell").get("phase") == "Running", "Running")
-    done = lab.kubectl("exec", "shell", "-n", namespace, "--", "sh", "-c", "echo $((6*7))")
+    _pod(live, live_namespace, live_kubelet.name, "shell", docker_images.busybox, ["sleep", "3600"])
+    until(lambda: live.status(live_namespace, "shell").get("phase") == "Running", "Running")
+    done = live.kubectl("exec", "shell", "-n", live_namespace, "--", "sh", "-c", "echo $((6*7))")
     assert done.stdout == "42\n"
-    failed = lab.kubectl("exec", "shell", "-n", namespace, "--", "sh", "-c", "exit 3", check=False)
+    failed = live.kubectl(
+        "exec", "shell", "-n", live_namespace, "--", "sh", "-c", "exit 3", check=False
+    )
     assert failed.returncode == 3
     summary = json.loads(
-        lab.kubectl("get", "--raw", f"/api/v1/nodes/{kubelet.name}/proxy/stats/summary").stdout
+        live.kubectl(
+            "get", "--raw", f"/api/v1/nodes/{live_kubelet.name}/proxy/stats/summary"
+        ).stdout
     )
     assert [p["podRef"]["name"] for p in summary["pods"]] == ["shell"]
     assert summary["pods"][0]["containers"][0]["memory"]["workingSetBytes"] > 0
     # Nobody else may call the kubelet: anonymous is refused.
-    assert kubelet.server is not None
+    assert live_kubelet.server is not None
     anonymous = requests.get(
-        f"https://127.0.0.1:{kubelet.server.port}/pods",
-        verify=str(lab.plane.pki / "ca.crt"),
+        f"https://127.0.0.1:{live_kubelet.server.port}/pods",
+        verify=str(live.ca_file),
         timeout=10,
     )
     assert anonymous.status_code == 401
 
 
 def test_a_pod_over_its_memory_limit_is_oomkilled(
-    lab: Lab, namespace: str, kubelet: Kubelet, docker_images: DockerImages
+    cluster: Cluster, namespace: str, kubelet: Kubelet, docker_images: DockerImages
 ) -> None:
     _pod(
-        lab,
+        cluster,
         namespace,
         kubelet.name,
         "hog",
@@ -151,17 +169,17 @@ def test_a_pod_over_its_memory_limit_is_oomkilled(
         restartPolicy="Never",
         container={"resources": {"limits": {"memory": "16Mi"}}},
     )
-    until(lambda: _status(lab, namespace, "hog").get("phase") == "Failed", "Failed")
-    term = _status(lab, namespace, "hog")["containerStatuses"][0]["state"]["terminated"]
+    until(lambda: cluster.status(namespace, "hog").get("phase") == "Failed", "Failed")
+    term = cluster.status(namespace, "hog")["containerStatuses"][0]["state"]["terminated"]
     assert (term["reason"], term["exitCode"]) == ("OOMKilled", 137)
 
 
 def test_deleting_a_pod_stops_its_containers_within_the_grace_period(
-    lab: Lab, namespace: str, kubelet: Kubelet, docker_images: DockerImages
+    cluster: Cluster, namespace: str, kubelet: Kubelet, docker_images: DockerImages
 ) -> None:
     # PID 1 ignores SIGTERM here: only the SIGKILL at the end of the grace period stops it.
     _pod(
-        lab,
+        cluster,
         namespace,
         kubelet.name,
         "stubborn",
@@ -169,9 +187,9 @@ def test_deleting_a_pod_stops_its_containers_within_the_grace_period(
         ["sh", "-c", "while :; do sleep 1; done"],
         terminationGracePeriodSeconds=3,
     )
-    until(lambda: _status(lab, namespace, "stubborn").get("phase") == "Running", "Running")
+    until(lambda: cluster.status(namespace, "stubborn").get("phase") == "Running", "Running")
     began = time.monotonic()
-    lab.kubectl("delete", "pod", "stubborn", "-n", namespace, "--wait=true", timeout=30)
+    cluster.kubectl("delete", "pod", "stubborn", "-n", namespace, "--wait=true", timeout=30)
     took = time.monotonic() - began
     assert 2.5 <= took <= 15, took
     running = [c for c in kubelet.runtime.list_containers() if c.state == State.RUNNING]
@@ -179,25 +197,24 @@ def test_deleting_a_pod_stops_its_containers_within_the_grace_period(
 
 
 def test_a_restarted_kubelet_loses_and_duplicates_nothing(
-    lab: Lab,
+    cluster: Cluster,
     namespace: str,
     node: str,
     docker_images: DockerImages,
     tmp_path: Path,
-    apiserver_may_call_kubelets: None,
 ) -> None:
-    first = _start(lab, node, docker_images, tmp_path)
+    first = _start(cluster, node, docker_images, tmp_path)
     try:
-        _pod(lab, namespace, node, "keep", docker_images.busybox, ["sleep", "3600"])
-        until(lambda: _status(lab, namespace, "keep").get("phase") == "Running", "Running")
+        _pod(cluster, namespace, node, "keep", docker_images.busybox, ["sleep", "3600"])
+        until(lambda: cluster.status(namespace, "keep").get("phase") == "Running", "Running")
         before = {c.id for c in first.runtime.list_containers()}
         first.stop()
-        second = _start(lab, node, docker_images, tmp_path)
+        second = _start(cluster, node, docker_images, tmp_path)
         try:
             time.sleep(3)  # a few relists and syncs
             after = {c.id for c in second.runtime.list_containers()}
             assert after == before
-            status = _status(lab, namespace, "keep")
+            status = cluster.status(namespace, "keep")
             assert status["phase"] == "Running"
             assert status["containerStatuses"][0]["restartCount"] == 0
         finally:
@@ -205,4 +222,56 @@ def test_a_restarted_kubelet_loses_and_duplicates_nothing(
     finally:
         first.stop()
         docker_images.cleanup_containers()
-        lab.api("DELETE", f"/api/v1/nodes/{node}")
+        cluster.delete_node(node)
+
+
+def test_kubectl_attach_reaches_the_containers_own_stdio(
+    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
+) -> None:
+    _pod(
+        live,
+        live_namespace,
+        live_kubelet.name,
+        "reader",
+        docker_images.busybox,
+        ["sh", "-c", 'read line; echo "got $line"'],
+        restartPolicy="Never",
+        container={"stdin": True, "stdinOnce": True},
+    )
+    until(lambda: live.status(live_namespace, "reader").get("phase") == "Running", "Running")
+    done = live.kubectl("attach", "reader", "-n", live_namespace, "-i", input="hello\n")
+    assert "got hello" in done.stdout
+    until(lambda: live.status(live_namespace, "reader").get("phase") == "Succeeded", "Succeeded")
+
+
+def test_port_forward_reaches_a_port_nothing_publishes(
+    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
+) -> None:
+    """The official client's port-forward (WebSocket v4.channel.k8s.io) through the
+    apiserver to a web server listening in the pod's own network namespace (the sandbox
+    has no network at all on this engine: only the namespace is reachable)."""
+    serve = "mkdir -p /www && echo hello-from-the-pod > /www/index.html && httpd -f -p 8080 -h /www"
+    _pod(live, live_namespace, live_kubelet.name, "web", docker_images.busybox, ["sh", "-c", serve])
+    until(lambda: live.status(live_namespace, "web").get("phase") == "Running", "Running")
+    api = kubernetes.client.CoreV1Api(
+        kubernetes.config.new_client_from_config(config_file=str(live.kubeconfig))
+    )
+
+    def fetch() -> bytes:
+        forward = kubernetes.stream.portforward(
+            api.connect_get_namespaced_pod_portforward, "web", live_namespace, ports="8080"
+        )
+        sock = forward.socket(8080)
+        sock.setblocking(True)
+        sock.settimeout(10)
+        sock.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+        sock.close()
+        forward.close()
+        return answer
+
+    # httpd may not listen yet when the pod turns Running.
+    answer = until(lambda: (a := fetch()) and b"200" in a and a, "an answer through the tunnel")
+    assert answer.startswith(b"HTTP/1.") and answer.endswith(b"hello-from-the-pod\n")

@@ -1,10 +1,13 @@
-"""The kubelet against the real apiserver, with the in-memory runtime: registration,
-heartbeat, and the pod worker's logic (the seeds' busybox pod, restarts and back-off,
-probes, graceful deletion, adoption after a restart). The same tests' Docker twins are
-in test_kubelet_docker.py."""
+"""The kubelet against the real apiserver (in-process, `lab.testenv`), with the in-memory
+runtime: registration, heartbeat, and the pod worker's logic (the seeds' busybox pod,
+restarts and back-off, probes, graceful deletion, adoption after a restart). The same
+tests' Docker twins are in test_kubelet_docker.py."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,14 +16,20 @@ from typing import Any
 import pytest
 
 from agents.kubelet.kubelet import Kubelet
-from agents.kubelet.runtime import ExecResult, State
+from agents.kubelet.machine import FixedMachine, Pressure
+from agents.kubelet.runtime import POD_NAME, ExecResult, State
 from agents.kubelet.runtime.memory import MemoryRuntime
 from kubelab.api.errors import StatusError
 from kubelab.api.quantity import parse_quantity
-from tests.integration.controlplane_fixture import Lab, lab, namespace
-from tests.kubelet.kubelet_fixture import fast_config, node_client, start_kubelet, until
-
-__all__ = ["lab", "namespace"]
+from kubelab.client import resource_for
+from tests.kubelet.kubelet_fixture import (
+    PODS,
+    Cluster,
+    fast_config,
+    node_client,
+    start_kubelet,
+    until,
+)
 
 
 def _liveness(container: Any, command: list[str]) -> ExecResult:
@@ -29,7 +38,7 @@ def _liveness(container: Any, command: list[str]) -> ExecResult:
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> str:
+def node() -> str:
     return f"mem-{uuid.uuid4().hex[:6]}"
 
 
@@ -39,14 +48,16 @@ def runtime(node: str) -> MemoryRuntime:
 
 
 @pytest.fixture
-def kubelet(lab: Lab, node: str, runtime: MemoryRuntime, tmp_path: Path) -> Iterator[Kubelet]:
-    k = start_kubelet(lab, fast_config(node, tmp_path), runtime)
+def kubelet(
+    cluster: Cluster, node: str, runtime: MemoryRuntime, tmp_path: Path
+) -> Iterator[Kubelet]:
+    k = start_kubelet(cluster, fast_config(node, tmp_path), runtime)
     yield k
     k.stop()
-    lab.api("DELETE", f"/api/v1/nodes/{node}")
+    cluster.delete_node(node)
 
 
-def _pod(lab: Lab, namespace: str, node: str, name: str, **spec: Any) -> None:
+def _pod(cluster: Cluster, namespace: str, node: str, name: str, **spec: Any) -> None:
     containers = spec.pop("containers", None) or [
         {
             "name": "hello",
@@ -54,30 +65,14 @@ def _pod(lab: Lab, namespace: str, node: str, name: str, **spec: Any) -> None:
             "command": spec.pop("command", ["sh", "-c", 'echo "Hello Kubernetes!"']),
         }
     ]
-    body = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": containers, **spec},
-    }
-    r = lab.api("POST", f"/api/v1/namespaces/{namespace}/pods", json=body)
-    assert r.status_code == 201, r.text
+    cluster.create_pod(namespace, node, name, containers=containers, **spec)
 
 
-def _get(lab: Lab, namespace: str, name: str) -> dict[str, Any]:
-    r = lab.api("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-    assert r.status_code == 200, r.text
-    return dict(r.json())
-
-
-def _reasons(lab: Lab, namespace: str, name: str) -> list[str]:
-    events = lab.api("GET", f"/api/v1/namespaces/{namespace}/events").json()["items"]
-    return [e["reason"] for e in events if e["involvedObject"]["name"] == name]
-
-
-def test_node_registers_heartbeats_and_is_held_to_itself(lab: Lab, kubelet: Kubelet) -> None:
+def test_node_registers_heartbeats_and_is_held_to_itself(
+    cluster: Cluster, kubelet: Kubelet
+) -> None:
     name = kubelet.name
-    node = lab.kubectl_json("get", "node", name)
+    node = cluster.kubectl_json("get", "node", name)
     labels = node["metadata"]["labels"]
     assert labels["kubernetes.io/hostname"] == name
     assert (labels["kubernetes.io/os"], labels["kubernetes.io/arch"]) == ("linux", "amd64")
@@ -100,12 +95,12 @@ def test_node_registers_heartbeats_and_is_held_to_itself(lab: Lab, kubelet: Kube
     assert status["addresses"][0] == {"type": "InternalIP", "address": "127.0.0.1"}
     assert status["nodeInfo"]["containerRuntimeVersion"] == "memory://0.1.0"
     assert "kubeletEndpoint" in status["daemonEndpoints"]
-    lease = lab.kubectl_json("get", "lease", "-n", "kube-node-lease", name)
+    lease = cluster.kubectl_json("get", "lease", "-n", "kube-node-lease", name)
     assert lease["spec"]["holderIdentity"] == name
     first = lease["spec"]["renewTime"]
     until(
         lambda: (
-            lab.kubectl_json("get", "lease", "-n", "kube-node-lease", name)["spec"]["renewTime"]
+            cluster.kubectl_json("get", "lease", "-n", "kube-node-lease", name)["spec"]["renewTime"]
             != first
         ),
         "the lease to be renewed",
@@ -117,10 +112,12 @@ def test_node_registers_heartbeats_and_is_held_to_itself(lab: Lab, kubelet: Kube
     assert refused.value.code == 403
 
 
-def test_the_seeds_busybox_pod_completes(lab: Lab, namespace: str, kubelet: Kubelet) -> None:
-    _pod(lab, namespace, kubelet.name, "hello", restartPolicy="Never")
+def test_the_seeds_busybox_pod_completes(
+    cluster: Cluster, namespace: str, kubelet: Kubelet
+) -> None:
+    _pod(cluster, namespace, kubelet.name, "hello", restartPolicy="Never")
     pod = until(
-        lambda: (p := _get(lab, namespace, "hello"))["status"].get("phase") == "Succeeded" and p,
+        lambda: (p := cluster.pod(namespace, "hello"))["status"].get("phase") == "Succeeded" and p,
         "the pod to succeed",
     )
     (status,) = pod["status"]["containerStatuses"]
@@ -128,26 +125,23 @@ def test_the_seeds_busybox_pod_completes(lab: Lab, namespace: str, kubelet: Kube
     assert status["state"]["terminated"]["exitCode"] == 0
     assert status["imageID"] and status["containerID"].startswith("memory://")
     assert pod["status"]["hostIP"] == "127.0.0.1" and pod["status"]["startTime"]
-    reasons = _reasons(lab, namespace, "hello")
+    reasons = cluster.reasons(namespace, "hello")
     for reason in ("Pulling", "Pulled", "Created", "Started"):
         assert reason in reasons
 
 
 def test_a_crashing_container_backs_off_longer_each_time(
-    lab: Lab, namespace: str, kubelet: Kubelet
+    cluster: Cluster, namespace: str, kubelet: Kubelet
 ) -> None:
-    _pod(lab, namespace, kubelet.name, "crash", command=["sh", "-c", "exit 1"])
-    pod = until(
-        lambda: (
-            (p := _get(lab, namespace, "crash"))["status"]
-            .get("containerStatuses", [{}])[0]
-            .get("restartCount", 0)
-            >= 3
-            and p
-        ),
-        "three restarts",
-        timeout=40,
-    )
+    _pod(cluster, namespace, kubelet.name, "crash", command=["sh", "-c", "exit 1"])
+
+    def backing_off() -> Any:
+        # Between an exit and the next sync the container is briefly `terminated`.
+        pod = cluster.pod(namespace, "crash")
+        status = pod["status"].get("containerStatuses", [{}])[0]
+        return status.get("restartCount", 0) >= 3 and "terminated" not in status["state"] and pod
+
+    pod = until(backing_off, "three restarts", timeout=40)
     (status,) = pod["status"]["containerStatuses"]
     assert status["lastState"]["terminated"]["exitCode"] == 1
     assert status["state"].get("waiting", {}).get("reason") == "CrashLoopBackOff" or (
@@ -159,11 +153,11 @@ def test_a_crashing_container_backs_off_longer_each_time(
     # Only the last two containers are kept; their starts are at least 2 s apart (the
     # back-off has doubled from 1 s).
     assert starts[-1] - starts[-2] >= 2.0
-    assert "BackOff" in _reasons(lab, namespace, "crash")
+    assert "BackOff" in cluster.reasons(namespace, "crash")
 
 
 def test_a_failing_liveness_probe_restarts_the_container(
-    lab: Lab, namespace: str, kubelet: Kubelet
+    cluster: Cluster, namespace: str, kubelet: Kubelet
 ) -> None:
     probe = {
         "exec": {"command": ["cat", "/tmp/healthy"]},
@@ -176,28 +170,28 @@ def test_a_failing_liveness_probe_restarts_the_container(
         "command": ["nginx"],
         "livenessProbe": probe,
     }
-    _pod(lab, namespace, kubelet.name, "sick", containers=[container])
+    _pod(cluster, namespace, kubelet.name, "sick", containers=[container])
     until(
         lambda: (
-            _get(lab, namespace, "sick")["status"]
+            cluster.pod(namespace, "sick")["status"]
             .get("containerStatuses", [{}])[0]
             .get("restartCount", 0)
             >= 1
         ),
         "a restart",
     )
-    reasons = _reasons(lab, namespace, "sick")
+    reasons = cluster.reasons(namespace, "sick")
     assert "Unhealthy" in reasons and "Killing" in reasons
 
 
 def test_deleting_a_pod_stops_it_and_the_kubelet_confirms(
-    lab: Lab, namespace: str, kubelet: Kubelet, runtime: MemoryRuntime
+    cluster: Cluster, namespace: str, kubelet: Kubelet, runtime: MemoryRuntime
 ) -> None:
-    _pod(lab, namespace, kubelet.name, "web", command=["nginx"])
-    until(lambda: _get(lab, namespace, "web")["status"].get("phase") == "Running", "Running")
-    lab.kubectl("delete", "pod", "web", "-n", namespace, "--wait=false")
+    _pod(cluster, namespace, kubelet.name, "web", command=["nginx"])
+    until(lambda: cluster.pod(namespace, "web")["status"].get("phase") == "Running", "Running")
+    cluster.kubectl("delete", "pod", "web", "-n", namespace, "--wait=false")
     until(
-        lambda: lab.api("GET", f"/api/v1/namespaces/{namespace}/pods/web").status_code == 404,
+        lambda: not cluster.pod_exists(namespace, "web"),
         "the kubelet to confirm the deletion",
         timeout=20,
     )
@@ -205,26 +199,24 @@ def test_deleting_a_pod_stops_it_and_the_kubelet_confirms(
 
 
 def test_a_restarted_kubelet_adopts_its_containers(
-    lab: Lab, namespace: str, node: str, runtime: MemoryRuntime, tmp_path: Path
+    cluster: Cluster, namespace: str, node: str, runtime: MemoryRuntime, tmp_path: Path
 ) -> None:
-    first = start_kubelet(lab, fast_config(node, tmp_path), runtime)
+    first = start_kubelet(cluster, fast_config(node, tmp_path), runtime)
     try:
-        _pod(lab, namespace, node, "keep", command=["nginx"])
-        until(lambda: _get(lab, namespace, "keep")["status"].get("phase") == "Running", "Running")
+        _pod(cluster, namespace, node, "keep", command=["nginx"])
+        until(lambda: cluster.pod(namespace, "keep")["status"].get("phase") == "Running", "Running")
         before = {c.id for c in runtime.list_containers()}
         sandboxes = {s.id for s in runtime.list_sandboxes()}
     finally:
         first.stop()
     # While the kubelet is down, one of its pods is deleted for good.
-    lab.api(
-        "DELETE",
-        f"/api/v1/namespaces/{namespace}/pods/keep",
-        json={"gracePeriodSeconds": 0},
-    )
-    _pod(lab, namespace, node, "again", command=["nginx"])
-    second = start_kubelet(lab, fast_config(node, tmp_path), runtime)
+    cluster.admin.delete(PODS, "keep", namespace, grace_period_seconds=0)
+    _pod(cluster, namespace, node, "again", command=["nginx"])
+    second = start_kubelet(cluster, fast_config(node, tmp_path), runtime)
     try:
-        until(lambda: _get(lab, namespace, "again")["status"].get("phase") == "Running", "Running")
+        until(
+            lambda: cluster.pod(namespace, "again")["status"].get("phase") == "Running", "Running"
+        )
         until(
             lambda: not (before & {c.id for c in runtime.list_containers()}),
             "the deleted pod's container to be removed",
@@ -234,10 +226,12 @@ def test_a_restarted_kubelet_adopts_its_containers(
         assert len(running) == 1
     finally:
         second.stop()
-        lab.api("DELETE", f"/api/v1/nodes/{node}")
+        cluster.delete_node(node)
 
 
-def test_env_from_configmap_and_a_missing_one(lab: Lab, namespace: str, kubelet: Kubelet) -> None:
+def test_env_from_configmap_and_a_missing_one(
+    cluster: Cluster, namespace: str, kubelet: Kubelet
+) -> None:
     container = {
         "name": "app",
         "image": "busybox:1.36",
@@ -251,10 +245,10 @@ def test_env_from_configmap_and_a_missing_one(lab: Lab, namespace: str, kubelet:
             {"name": "MSG", "value": "$(GREETING) from $(POD)"},
         ],
     }
-    _pod(lab, namespace, kubelet.name, "configured", containers=[container])
+    _pod(cluster, namespace, kubelet.name, "configured", containers=[container])
     waiting = until(
         lambda: (
-            _get(lab, namespace, "configured")["status"]
+            cluster.pod(namespace, "configured")["status"]
             .get("containerStatuses", [{}])[0]
             .get("state", {})
             .get("waiting", {})
@@ -264,10 +258,134 @@ def test_env_from_configmap_and_a_missing_one(lab: Lab, namespace: str, kubelet:
         "CreateContainerConfigError",
     )
     assert waiting
-    lab.kubectl("create", "configmap", "settings", "-n", namespace, "--from-literal=greeting=hello")
-    until(lambda: _get(lab, namespace, "configured")["status"].get("phase") == "Running", "Running")
+    cluster.kubectl(
+        "create", "configmap", "settings", "-n", namespace, "--from-literal=greeting=hello"
+    )
+    until(
+        lambda: cluster.pod(namespace, "configured")["status"].get("phase") == "Running", "Running"
+    )
     runtime = kubelet.runtime
     assert isinstance(runtime, MemoryRuntime)
     (c,) = [c for c in runtime._containers.values() if c.config.name == "app"]
     assert dict(c.config.env)["MSG"] == "hello from configured"
-    assert node_client  # the client helper is shared with the Docker tests
+
+
+def test_containers_get_the_services_variables(
+    cluster: Cluster, namespace: str, kubelet: Kubelet, runtime: MemoryRuntime
+) -> None:
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "my-db"},
+        "spec": {"ports": [{"name": "sql", "port": 5432, "targetPort": 5432}]},
+    }
+    ip = cluster.admin.create(resource_for("v1", "Service"), service, namespace)["spec"][
+        "clusterIP"
+    ]
+    until(
+        lambda: any(s["metadata"]["name"] == "my-db" for s in kubelet.services.indexer.list()),
+        "the kubelet to see the Service",
+    )
+    app = {
+        "name": "app",
+        "image": "busybox:1.36",
+        "command": ["nginx"],
+        "env": [{"name": "DB", "value": "$(MY_DB_SERVICE_HOST):$(MY_DB_SERVICE_PORT_SQL)"}],
+    }
+    _pod(cluster, namespace, kubelet.name, "linked", containers=[app])
+    _pod(cluster, namespace, kubelet.name, "unlinked", containers=[app], enableServiceLinks=False)
+    until(
+        lambda: all(
+            cluster.pod(namespace, n)["status"].get("phase") == "Running"
+            for n in ("linked", "unlinked")
+        ),
+        "Running",
+    )
+
+    def env_of(pod: str) -> dict[str, str]:
+        (c,) = [c for c in runtime._containers.values() if c.status.labels[POD_NAME] == pod]
+        return dict(c.config.env)
+
+    linked, unlinked = env_of("linked"), env_of("unlinked")
+    master = cluster.admin.get(resource_for("v1", "Service"), "kubernetes", "default")["spec"]
+    for env in (linked, unlinked):
+        assert env["KUBERNETES_SERVICE_HOST"] == master["clusterIP"]
+        assert env["KUBERNETES_SERVICE_PORT"] == "443"
+        assert env["KUBERNETES_PORT_443_TCP"] == f"tcp://{master['clusterIP']}:443"
+    assert linked["MY_DB_SERVICE_HOST"] == ip
+    assert linked["MY_DB_SERVICE_PORT"] == linked["MY_DB_SERVICE_PORT_SQL"] == "5432"
+    assert linked["MY_DB_PORT"] == f"tcp://{ip}:5432"
+    assert linked["MY_DB_PORT_5432_TCP_ADDR"] == ip
+    assert linked["DB"] == f"{ip}:5432"
+    assert not any(k.startswith("MY_DB_") for k in unlinked)
+    assert unlinked["DB"] == "$(MY_DB_SERVICE_HOST):$(MY_DB_SERVICE_PORT_SQL)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Squeezable(FixedMachine):
+    """A fixed node whose memory runs short while `squeezed` is set."""
+
+    squeezed: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def pressure(self) -> Pressure:
+        if self.squeezed.is_set():
+            return Pressure(50 * 1024 * 1024, 1.0, 0.0)
+        return super().pressure()
+
+
+def test_memory_pressure_evicts_the_besteffort_pod_first(
+    cluster: Cluster, namespace: str, node: str, runtime: MemoryRuntime, tmp_path: Path
+) -> None:
+    machine = Squeezable()
+    config = fast_config(node, tmp_path, eviction_monitoring_interval=2.0)
+    kubelet = Kubelet(config, node_client(cluster, node), runtime, machine)
+    kubelet.start()
+    try:
+        limits = {"cpu": "100m", "memory": "64Mi"}
+        guaranteed = {
+            "name": "app",
+            "image": "busybox:1.36",
+            "command": ["nginx"],
+            "resources": {"limits": limits, "requests": limits},
+        }
+        besteffort = {"name": "app", "image": "busybox:1.36", "command": ["nginx"]}
+        _pod(cluster, namespace, node, "guaranteed", containers=[guaranteed])
+        _pod(cluster, namespace, node, "besteffort", containers=[besteffort])
+        until(
+            lambda: all(
+                cluster.pod(namespace, n)["status"].get("phase") == "Running"
+                for n in ("guaranteed", "besteffort")
+            ),
+            "Running",
+        )
+        machine.squeezed.set()
+        pressure_seen = []
+
+        def evicted() -> Any:
+            node_obj = cluster.admin.get(resource_for("v1", "Node"), node)
+            conditions = {c["type"]: c["status"] for c in node_obj["status"]["conditions"]}
+            pressure_seen.append(conditions["MemoryPressure"] == "True")
+            status = cluster.pod(namespace, "besteffort")["status"]
+            return status.get("reason") == "Evicted" and status
+
+        status = until(evicted, "the BestEffort pod to be evicted", timeout=20)
+        machine.squeezed.clear()
+        assert status["phase"] == "Failed"
+        assert status["message"].startswith("The node was low on resource: memory.")
+        assert any(pressure_seen)
+        assert "Evicted" in cluster.reasons(namespace, "besteffort")
+        # The pod is stopped and stays stopped; the Guaranteed one runs on.
+        until(
+            lambda: all(
+                c.state != State.RUNNING
+                for c in runtime.list_containers()
+                if c.labels[POD_NAME] == "besteffort"
+            ),
+            "the evicted pod's containers to stop",
+        )
+        time.sleep(config.eviction_monitoring_interval + 0.5)
+        assert cluster.pod(namespace, "guaranteed")["status"]["phase"] == "Running"
+        assert cluster.pod(namespace, "besteffort")["status"]["phase"] == "Failed"
+    finally:
+        kubelet.stop()
+        cluster.delete_node(node)

@@ -19,6 +19,7 @@ Times are seconds since the epoch (floats); `None` means "not yet".
 from __future__ import annotations
 
 import enum
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -115,6 +116,8 @@ class ContainerConfig:
     read_only_rootfs: bool = False
     tty: bool = False
     stdin: bool = False
+    stdin_once: bool = False
+    """The container's stdin closes when the first attached client detaches."""
     resources: Resources = field(default_factory=Resources)
     cgroup_parent: str = ""
 
@@ -257,6 +260,16 @@ class Runtime(Protocol):
     def exec_stream(
         self, container_id: str, command: list[str], *, tty: bool, stdin: bool
     ) -> ExecSession: ...
+
+    def attach(self, container_id: str, *, tty: bool, stdin: bool) -> ExecSession:
+        """The running container's own stdio (`kubectl attach`); the exit code is the
+        container's once it has stopped."""
+        ...
+
+    def port_forward(self, sandbox_id: str, port: int) -> socket.socket:
+        """A TCP connection to `port` on the pod's own localhost, made inside its network
+        namespace (`kubectl port-forward`), so that it reaches a port nothing publishes."""
+        ...
 
     def stats(self, container_id: str) -> Usage | None: ...
 

@@ -18,17 +18,21 @@ before 1.24):
   (CAP_SYS_RESOURCE is outside the bounding set), so the kubelet asks for every
   capability instead (`cap_add=ALL`) and logs that it did.
 
-Inspections of exited containers are cached by id (an exited container never changes),
-so a relist costs one list call plus one inspect per live container.
+Inspections of containers are cached by id and the state the list reports (a running or
+exited container's inspection changes only with its state), so a relist costs one list
+call, plus one inspect per container that changed and one per sandbox (not one per
+container each relist).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import ctypes
 import datetime
 import ipaddress
 import logging
+import os
 import socket
 import struct
 import threading
@@ -64,6 +68,9 @@ log = logging.getLogger("kubelab.kubelet.docker")
 TYPE_LABEL = "io.kubernetes.docker.type"
 ATTEMPT_LABEL = "io.kubernetes.attempt"
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
+STABLE_STATES = ("running", "exited", "dead")
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_CLONE_NEWNET = 0x40000000
 
 
 def _time(value: str | None) -> float | None:
@@ -130,6 +137,56 @@ class _DockerExec:
             self._sock.close()
 
 
+class _DockerAttach(_DockerExec):
+    """The container's own stdio over the engine's hijacked attach connection."""
+
+    def resize(self, width: int, height: int) -> None:
+        with contextlib.suppress(docker.errors.APIError):
+            self._api.resize(self._id, height=height, width=width)
+
+    def exit_code(self) -> int:
+        for _ in range(50):  # the stream ends a moment before the engine records the exit
+            state = self._api.inspect_container(self._id).get("State") or {}
+            if not state.get("Running"):
+                return int(state.get("ExitCode") or 0)
+            time.sleep(0.02)
+        return 0  # still running: the caller detached
+
+
+def _connect_in_netns(pid: int, port: int, timeout: float = 10.0) -> socket.socket:
+    """A TCP connection to 127.0.0.1:`port` in the network namespace of process `pid`.
+
+    setns(2) switches only the calling thread's namespace, and a socket stays in the
+    namespace it was made in: so a short-lived thread enters the pod's namespace, connects
+    and ends, and no other thread of the kubelet ever leaves the node's own namespace
+    (the role of dockershim's `nsenter ... socat`).
+    """
+    made: list[socket.socket | OSError] = []
+
+    def enter_and_connect() -> None:
+        try:
+            with open(f"/proc/{pid}/ns/net", "rb") as ns:
+                if _LIBC.setns(ns.fileno(), _CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(
+                        err, f"setns into the network namespace of pid {pid}: {os.strerror(err)}"
+                    )
+            made.append(socket.create_connection(("127.0.0.1", port), timeout=timeout))
+        except OSError as exc:
+            made.append(exc)
+
+    thread = threading.Thread(target=enter_and_connect, name=f"netns {pid}", daemon=True)
+    thread.start()
+    thread.join()
+    if not made:
+        raise OSError(f"connecting to port {port} in the network namespace of pid {pid} failed")
+    result = made[0]
+    if isinstance(result, OSError):
+        raise result
+    result.settimeout(None)
+    return result
+
+
 class DockerRuntime:
     """A `Runtime` on the Docker Engine at `base_url` (module docstring)."""
 
@@ -154,7 +211,8 @@ class DockerRuntime:
             else docker.from_env(timeout=120)
         )
         self.api: docker.APIClient = self.client.api
-        self._exited: dict[str, ContainerStatus] = {}
+        self._seen: dict[str, tuple[str, ContainerStatus]] = {}
+        """Container id -> (the state the list said, the inspected status)."""
         self._lock = threading.Lock()
         self._execs = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="exec")
 
@@ -311,20 +369,24 @@ class DockerRuntime:
             "io.kubernetes.sandbox.id": sandbox_id,
         }
         name = self._name(config.name, pod, config.attempt)
+        # The SDK's create_container always sends StdinOnce false: the same request, built
+        # and sent in two steps (untyped in the SDK's stubs).
+        api: Any = self.api
+        body = api.create_container_config(
+            config.image,
+            list(config.args) or None,
+            entrypoint=list(config.command) or None,
+            environment=[f"{k}={v}" for k, v in config.env],
+            working_dir=config.working_dir or None,
+            user=config.user or None,
+            tty=config.tty,
+            stdin_open=config.stdin,
+            labels=labels,
+            host_config=host_config,
+        )
+        body["StdinOnce"] = config.stdin_once
         try:
-            created = self.api.create_container(
-                config.image,
-                name=name,
-                entrypoint=list(config.command) or None,
-                command=list(config.args) or None,
-                environment=[f"{k}={v}" for k, v in config.env],
-                working_dir=config.working_dir or None,
-                user=config.user or None,
-                tty=config.tty,
-                stdin_open=config.stdin,
-                labels=labels,
-                host_config=host_config,
-            )
+            created = api.create_container_from_config(body, name)
         except docker.errors.ImageNotFound as exc:
             raise ImageNotFound(f"creating {name}: {exc.explanation or exc}") from None
         except docker.errors.APIError as exc:
@@ -347,7 +409,7 @@ class DockerRuntime:
         with contextlib.suppress(docker.errors.NotFound):
             self.api.remove_container(container_id, force=True, v=True)
         with self._lock:
-            self._exited.pop(container_id, None)
+            self._seen.pop(container_id, None)
 
     def _status(self, info: dict[str, Any]) -> ContainerStatus:
         state = info["State"]
@@ -385,21 +447,25 @@ class DockerRuntime:
 
     def list_containers(self) -> list[ContainerStatus]:
         out = []
+        seen: dict[str, tuple[str, ContainerStatus]] = {}
         for entry in self._listed("container"):
-            cid = entry["Id"]
+            cid, listed = entry["Id"], str(entry.get("State", ""))
             with self._lock:
-                cached = self._exited.get(cid)
-            if cached is not None:
-                out.append(cached)
+                cached = self._seen.get(cid)
+            # What an inspection says of a running or exited container changes only with
+            # its state (the kubelet never restarts a container in place).
+            if cached is not None and cached[0] == listed and listed in STABLE_STATES:
+                seen[cid] = cached
+                out.append(cached[1])
                 continue
             info = self._inspect(cid)
             if info is None:
                 continue
             status = self._status(info)
-            if status.state == State.EXITED:
-                with self._lock:
-                    self._exited[cid] = status
+            seen[cid] = (listed, status)
             out.append(status)
+        with self._lock:
+            self._seen = seen
         return out
 
     # -- images --------------------------------------------------------------------------
@@ -489,6 +555,30 @@ class DockerRuntime:
             raise RuntimeFailure(f"exec in {container_id[:12]}: the engine gave no socket")
         raw.settimeout(None)
         return _DockerExec(self.api, made["Id"], raw, tty)
+
+    def attach(self, container_id: str, *, tty: bool, stdin: bool) -> _DockerAttach:
+        params = {"stdout": 1, "stderr": 1, "stream": 1, "stdin": int(stdin)}
+        try:
+            sock = self.api.attach_socket(container_id, params=params)
+        except docker.errors.APIError as exc:
+            raise _failure(exc, f"attach to {container_id[:12]}") from None
+        raw = getattr(sock, "_sock", None)
+        if not isinstance(raw, socket.socket):
+            raise RuntimeFailure(f"attach to {container_id[:12]}: the engine gave no socket")
+        raw.settimeout(None)
+        return _DockerAttach(self.api, container_id, raw, tty)
+
+    def port_forward(self, sandbox_id: str, port: int) -> socket.socket:
+        info = self._inspect(sandbox_id)
+        pid = int(((info or {}).get("State") or {}).get("Pid") or 0)
+        if not pid:
+            raise NotFound(f"sandbox {sandbox_id[:12]} is not running")
+        try:
+            return _connect_in_netns(pid, port)
+        except OSError as exc:
+            raise RuntimeFailure(
+                f"port-forward to port {port} of sandbox {sandbox_id[:12]}: {exc}"
+            ) from None
 
     def stats(self, container_id: str) -> Usage | None:
         try:

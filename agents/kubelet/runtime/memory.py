@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import shlex
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -322,6 +323,12 @@ class MemoryRuntime:
         self, container_id: str, command: list[str], *, tty: bool, stdin: bool
     ) -> ExecSession:
         raise NotImplementedError("interactive exec needs real containers (DockerRuntime)")
+
+    def attach(self, container_id: str, *, tty: bool, stdin: bool) -> ExecSession:
+        raise NotImplementedError("attach needs real containers (DockerRuntime)")
+
+    def port_forward(self, sandbox_id: str, port: int) -> socket.socket:
+        raise NotImplementedError("port-forward needs a real network namespace (DockerRuntime)")
 
     def stats(self, container_id: str) -> Usage | None:
         with self._cond:
