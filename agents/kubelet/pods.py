@@ -50,6 +50,7 @@ from agents.kubelet.runtime import (
 )
 from agents.kubelet.volumes import MountError, VolumeManager, container_mounts
 from kubelab.api.errors import StatusError
+from kubelab.api.podutil import qos_class
 from kubelab.client import (
     Preconditions,
     RestClient,
@@ -860,7 +861,7 @@ class PodWorkers:
             "hostIPs": [{"ip": self.config.node_ip}] if self.config.node_ip else [],
             "startTime": rfc3339(st.start_time),
             "containerStatuses": apps,
-            "qosClass": podspec.qos_class(pod),
+            "qosClass": qos_class(pod),
         }
         if inits:
             status["initContainerStatuses"] = inits

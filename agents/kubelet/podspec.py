@@ -15,6 +15,7 @@ from typing import Any
 
 from agents.kubelet.config import byte_count, milli_cpu
 from agents.kubelet.runtime import Resources
+from kubelab.api.podutil import qos_class
 
 log = logging.getLogger("kubelab.kubelet.podspec")
 
@@ -48,26 +49,6 @@ def expand(text: str, env: dict[str, str]) -> str:
 def requests_limits(container: Object) -> tuple[Object, Object]:
     res = container.get("resources") or {}
     return res.get("requests") or {}, res.get("limits") or {}
-
-
-def qos_class(pod: Object) -> str:
-    """Guaranteed, Burstable or BestEffort, by Kubernetes' rules."""
-    spec = pod.get("spec") or {}
-    containers = (spec.get("initContainers") or []) + (spec.get("containers") or [])
-    any_set = False
-    guaranteed = True
-    for c in containers:
-        requests, limits = requests_limits(c)
-        if requests or limits:
-            any_set = True
-        for kind in ("cpu", "memory"):
-            limit = limits.get(kind)
-            request = requests.get(kind, limit)
-            if limit is None or str(request) != str(limit):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def cgroup_parent(root: str, pod: Object) -> str:
