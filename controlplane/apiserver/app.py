@@ -338,7 +338,13 @@ class _Record:
 def _dispatch(
     server: APIServer, r: resources.Resource, info: RequestInfo, user: UserInfo
 ) -> Response:
-    reg: Registry | ConvertedView = server.views.get(r.group_resource) or server.registry
+    # A view: events.k8s.io Events, or a custom resource's version other than its storage
+    # version (keyed "<version>.<group_resource>", see `crds`).
+    reg: Registry | ConvertedView = (
+        server.views.get(r.group_resource)
+        or server.views.get(f"{r.version}.{r.group_resource}")
+        or server.registry
+    )
     args = request.args.to_dict()
     dry_run = "dryRun" in args and args["dryRun"] == "All"
     if "dryRun" in args and args["dryRun"] != "All":

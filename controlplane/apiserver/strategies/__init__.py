@@ -20,7 +20,7 @@ from kubelab.api.resources import RESOURCES, Resource
 from . import certificates, core
 from .generic import NoGenerationStrategy, StatusResetStrategy, Strategy, now_rfc3339
 
-__all__ = ["Strategy", "for_resource", "now_rfc3339"]
+__all__ = ["Strategy", "for_resource", "now_rfc3339", "register", "unregister"]
 
 _STRATEGIES: dict[str, type[Strategy]] = {
     # core
@@ -55,6 +55,16 @@ _STRATEGIES: dict[str, type[Strategy]] = {
 _BY_RESOURCE: dict[str, Strategy] = {
     r.group_resource: _STRATEGIES.get(r.group_resource, Strategy)(r) for r in RESOURCES if r.stored
 }
+
+
+def register(strategy: Strategy) -> None:
+    """Use `strategy` for its resource from now on (a custom resource's, whose rules come
+    from its CustomResourceDefinition: see `controlplane.apiserver.crds`)."""
+    _BY_RESOURCE[strategy.resource.group_resource] = strategy
+
+
+def unregister(group_resource: str) -> None:
+    _BY_RESOURCE.pop(group_resource, None)
 
 
 def for_resource(r: Resource) -> Strategy:
