@@ -35,7 +35,7 @@ from kubelab.api import errors, resources, structural
 from kubelab.api.errors import FieldError
 from kubelab.api.resources import ALL_VERBS, Resource
 
-from . import discovery, fieldvalidation, strategies, tables
+from . import discovery, fieldvalidation, openapi, strategies, tables
 from .registry import DeleteOptions, Registry
 from .strategies.generic import StatusResetStrategy, Strategy
 from .views import ConvertedView
@@ -272,6 +272,8 @@ class CRDController:
         self.registry, self.cacher, self.views, self.user = registry, cacher, views, user
         self.served: dict[str, list[Resource]] = {}
         """CRD name -> the resources served for it (one per served version)."""
+        self.schemas: dict[str, dict[str, Object]] = {}
+        """CRD name -> version -> the version's schema (see `_schema`)."""
         self.specs: dict[str, Object] = {}
         """CRD name -> the spec served (a change of it is served anew)."""
         self._stopped = threading.Event()
@@ -371,10 +373,9 @@ class CRDController:
         self._forget(name)
         self.cacher.serve(stored)
         strategies.register(CustomResourceStrategy(stored, crd))
-        for version in _versions(crd):
-            fieldvalidation.set_custom(
-                stored.group, str(version["name"]), stored.kind, _schema(version)
-            )
+        schemas = {str(v["name"]): _schema(v) for v in _versions(crd)}
+        for version, schema in schemas.items():
+            fieldvalidation.set_custom(stored.group, version, stored.kind, schema)
         for r in served:
             if r.version != storage:
                 self.views[_view_key(r)] = ConvertedView(
@@ -384,13 +385,14 @@ class CRDController:
                     _apiversion_to(r.api_version),
                     _apiversion_to(stored.api_version),
                 )
-        version = next(v for v in _versions(crd) if v.get("served"))
-        columns = version.get("additionalPrinterColumns") or [
+        preferred = next(v for v in _versions(crd) if v.get("served"))
+        columns = preferred.get("additionalPrinterColumns") or [
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
         ]
         tables.set_custom_printer(stored.group_resource, columns)
         self.served[name] = served
         self.specs[name] = crd["spec"]
+        self.schemas[name] = schemas
         self._publish()
         log.info(
             "crds: serving %s (versions %s, storage %s)",
@@ -401,6 +403,7 @@ class CRDController:
 
     def _forget(self, name: str) -> None:
         self.specs.pop(name, None)
+        self.schemas.pop(name, None)
         for r in self.served.pop(name, []):
             fieldvalidation.set_custom(r.group, r.version, r.kind, None)
             self.views.pop(_view_key(r), None)
@@ -418,6 +421,11 @@ class CRDController:
     def _publish(self) -> None:
         resources.set_custom(tuple(r for rs in self.served.values() for r in rs))
         discovery.invalidate()
+        openapi.set_custom(
+            (r, self.schemas[name][r.version])
+            for name, served in self.served.items()
+            for r in served
+        )
 
     def _set_status(self, crd: Object, conflict: str) -> None:
         names = crd["spec"]["names"]

@@ -260,3 +260,11 @@ def test_cluster_scoped_and_deleting_the_crd_deletes_objects(apiserver: Environm
     wait_established(apiserver, f"widgets.{group}")
     assert "No resources found" in kubectl(apiserver, "get", f"widgets.{group}", check=False)
     kubectl(apiserver, "delete", "crd", f"widgets.{group}", "--timeout=30s")
+
+
+def test_kubectl_explain_reads_the_crd_schema(apiserver: Environment, group: str) -> None:
+    version = f"--api-version={group}/v1"
+    out = kubectl(apiserver, "explain", "widgets.spec", version)
+    assert "size" in out and "<integer>" in out and "-required-" in out
+    out = kubectl(apiserver, "explain", "widgets.spec.color", version)
+    assert "red" in out and "blue" in out
