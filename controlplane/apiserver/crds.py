@@ -220,12 +220,19 @@ class CustomResourceStrategy(Strategy):
         self.spec_replicas = str(scale.get("specReplicasPath", ".spec.replicas"))
         self.status_replicas = str(scale.get("statusReplicasPath", ".status.replicas"))
         self.label_selector = str(scale.get("labelSelectorPath", ""))
+        self.terminating = False
+        """Set when the CRD is being deleted: no new objects then."""
 
     def _schema_of(self, obj: Object) -> Object:
         version = str(obj.get("apiVersion", "")).rpartition("/")[2]
         return self.schemas.get(version) or self.schemas[self.resource.version]
 
     def prepare_for_create(self, obj: Object, user: Any = None) -> None:
+        if self.terminating:
+            raise errors.method_not_allowed(
+                f"create not allowed while custom resource definition "
+                f"{self.resource.group_resource} is terminating"
+            )
         super().prepare_for_create(obj, user)
         if self.status_subresource:
             obj.pop("status", None)
@@ -245,6 +252,11 @@ class CustomResourceStrategy(Strategy):
 
     def validate_update(self, new: Object, old: Object) -> list[FieldError]:
         return super().validate_update(new, old) + structural.validate(self._schema_of(new), new)
+
+    def scale_patch(self, replicas: int) -> Object:
+        patch: Object = {}
+        structural.set_path(patch, self.spec_replicas, replicas)
+        return patch
 
     def to_scale(self, obj: Object) -> Object:
         scale = super().to_scale(obj)
@@ -479,6 +491,9 @@ class CRDController:
         served = self.served.get(name)
         if served:
             r = next((x for x in served if x.version == storage_version(crd)), served[0])
+            strategy = strategies.for_resource(r)
+            if isinstance(strategy, CustomResourceStrategy):
+                strategy.terminating = True
             items, _ = self.cacher.list_objects(r, r.registry_prefix(), lambda o: True)
             for obj in items:
                 meta = obj["metadata"]

@@ -178,8 +178,14 @@ def set_custom(group: str, version: str, kind: str, schema: dict[str, Any] | Non
     if schema is None:
         _custom.pop((group, version, kind), None)
     else:
-        definitions = openapi.openapi_v2()["definitions"]
-        _custom[group, version, kind] = _Compiler(definitions).node(schema)
+        _custom[group, version, kind] = _Compiler(_definitions()).node(schema)
+
+
+@functools.cache
+def _definitions() -> dict[str, Any]:
+    """The built-in definitions, which a custom schema's metadata refers to (read only)."""
+    definitions: dict[str, Any] = openapi.openapi_v2()["definitions"]
+    return definitions
 
 
 @functools.cache

@@ -158,7 +158,7 @@ def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: Use
         )
     rv = str(wanted.get("metadata", {}).get("resourceVersion") or "")
     body = json.dumps(
-        {"metadata": {"resourceVersion": rv} if rv else {}, "spec": {"replicas": replicas}}
+        {"metadata": {"resourceVersion": rv} if rv else {}, **strategy.scale_patch(replicas)}
     ).encode()
     updated = reg.patch(
         r,

@@ -45,6 +45,10 @@ def crd_manifest(group: str, scope: str = "Namespaced") -> dict[str, Any]:
                     "size": {"type": "integer", "minimum": 1, "maximum": 10},
                     "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
                     "replicas": {"type": "integer", "default": 1},
+                    "scaling": {
+                        "type": "object",
+                        "properties": {"count": {"type": "integer"}},
+                    },
                     "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
                 },
             },
@@ -77,7 +81,7 @@ def crd_manifest(group: str, scope: str = "Namespaced") -> dict[str, Any]:
                     "subresources": {
                         "status": {},
                         "scale": {
-                            "specReplicasPath": ".spec.replicas",
+                            "specReplicasPath": ".spec.scaling.count",
                             "statusReplicasPath": ".status.replicas",
                         },
                     },
@@ -198,7 +202,7 @@ def test_status_and_scale_subresources(apiserver: Environment, group: str, names
     )
     kubectl(apiserver, f"--namespace={namespace}", "scale", f"widgets.{group}/w", "--replicas=3")
     got = api.get_namespaced_custom_object(group, "v1", namespace, "widgets", "w")
-    assert got["spec"]["replicas"] == 3 and got["status"]["phase"] == "Ready"
+    assert got["spec"]["scaling"] == {"count": 3} and got["status"]["phase"] == "Ready"
     # A main-resource write cannot change the status.
     got["status"]["phase"] = "Changed"
     api.replace_namespaced_custom_object(group, "v1", namespace, "widgets", "w", got)
@@ -268,3 +272,26 @@ def test_kubectl_explain_reads_the_crd_schema(apiserver: Environment, group: str
     assert "size" in out and "<integer>" in out and "-required-" in out
     out = kubectl(apiserver, "explain", "widgets.spec.color", version)
     assert "red" in out and "blue" in out
+
+
+def test_a_kind_already_served_in_the_group_is_not_accepted(
+    apiserver: Environment, group: str
+) -> None:
+    clash = crd_manifest(group)
+    clash["metadata"]["name"] = f"gadgets.{group}"
+    clash["spec"]["names"] = {"plural": "gadgets", "kind": "Widget"}
+    kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(clash))
+    try:
+        kubectl(
+            apiserver,
+            "wait",
+            "--for=condition=NamesAccepted=false",
+            f"crd/gadgets.{group}",
+            "--timeout=20s",
+        )
+        crd = json.loads(kubectl(apiserver, "get", "crd", f"gadgets.{group}", "-o", "json"))
+        accepted = next(c for c in crd["status"]["conditions"] if c["type"] == "NamesAccepted")
+        assert accepted["message"] == '"Widget" is already in use'
+        assert "gadgets" not in kubectl(apiserver, "api-resources", f"--api-group={group}")
+    finally:
+        kubectl(apiserver, "delete", "crd", f"gadgets.{group}", "--timeout=30s")
