@@ -375,6 +375,7 @@ class APIServer:
         if ready:
             checks["informer-sync"] = self.cacher.ready.is_set()
             checks["poststarthook/rbac/bootstrap-roles"] = self.bootstrapped
+            checks["poststarthook/crd-informer-synced"] = self.crds.synced.is_set()
         return checks
 
     def _store_healthy(self) -> bool:

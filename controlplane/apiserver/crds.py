@@ -36,8 +36,10 @@ from kubelab.api.errors import FieldError
 from kubelab.api.resources import ALL_VERBS, Resource
 
 from . import discovery, fieldvalidation, openapi, strategies, tables
+from .authn import UserInfo
 from .registry import DeleteOptions, Registry
-from .strategies.generic import StatusResetStrategy, Strategy
+from .strategies.apiextensions import FINALIZER
+from .strategies.generic import Strategy
 from .views import ConvertedView
 from .watchcache import DELETED, Cacher
 
@@ -49,7 +51,6 @@ CRD = next(
     for r in resources.RESOURCES
     if r.group_resource == "customresourcedefinitions.apiextensions.k8s.io"
 )
-FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 _OBJECT_META = {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
 _VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
 
@@ -116,88 +117,6 @@ def storage_version(crd: Object) -> str:
     raise ValueError(f"CustomResourceDefinition {crd['metadata']['name']} has no storage version")
 
 
-class CustomResourceDefinitionStrategy(StatusResetStrategy):
-    """The CRD itself: names defaulted, the shape checked, the cleanup finalizer added."""
-
-    def prepare_for_create(self, obj: Object, user: Any = None) -> None:
-        super().prepare_for_create(obj, user)
-        finalizers = obj["metadata"].setdefault("finalizers", [])
-        if FINALIZER not in finalizers:
-            finalizers.append(FINALIZER)
-        _default_crd(obj)
-
-    def prepare_for_update(self, new: Object, old: Object) -> None:
-        super().prepare_for_update(new, old)
-        _default_crd(new)
-
-    def validate(self, obj: Object) -> list[FieldError]:
-        return super().validate(obj) + _validate_crd(obj)
-
-    def validate_update(self, new: Object, old: Object) -> list[FieldError]:
-        found = super().validate_update(new, old) + _validate_crd(new)
-        for field in ("group", "scope"):
-            if new.get("spec", {}).get(field) != old.get("spec", {}).get(field):
-                found.append(
-                    errors.invalid(f"spec.{field}", new["spec"].get(field), "field is immutable")
-                )
-        return found
-
-
-def _default_crd(obj: Object) -> None:
-    spec = obj.get("spec")
-    if not isinstance(spec, dict) or not isinstance(spec.get("names"), dict):
-        return
-    names = spec["names"]
-    if isinstance(names.get("kind"), str):
-        names.setdefault("singular", names["kind"].lower())
-        names.setdefault("listKind", names["kind"] + "List")
-    spec.setdefault("conversion", {"strategy": "None"})
-
-
-def _validate_crd(obj: Object) -> list[FieldError]:
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return [errors.required("spec", "")]
-    found = []
-    names: Object = spec["names"] if isinstance(spec.get("names"), dict) else {}
-    for field in ("plural", "kind"):
-        if not names.get(field):
-            found.append(errors.required(f"spec.names.{field}", ""))
-    group = spec.get("group")
-    if not group or "." not in str(group):
-        found.append(
-            errors.invalid("spec.group", group, "should be a domain with at least one dot")
-        )
-    expected = f"{names.get('plural')}.{group}"
-    name = obj.get("metadata", {}).get("name")
-    if name != expected:
-        found.append(
-            errors.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')
-        )
-    if spec.get("scope") not in ("Namespaced", "Cluster"):
-        found.append(
-            errors.not_supported("spec.scope", spec.get("scope"), ["Cluster", "Namespaced"])
-        )
-    versions = spec.get("versions")
-    if not isinstance(versions, list) or not versions:
-        found.append(
-            errors.invalid(
-                "spec.versions", versions, "must have exactly one version marked as storage version"
-            )
-        )
-        return found
-    if sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
-        found.append(
-            errors.invalid(
-                "spec.versions", versions, "must have exactly one version marked as storage version"
-            )
-        )
-    for i, version in enumerate(versions):
-        if not isinstance(version, dict) or not version.get("name"):
-            found.append(errors.required(f"spec.versions[{i}].name", ""))
-    return found
-
-
 class CustomResourceStrategy(Strategy):
     """A custom resource's rules, from its CRD: defaults and validation by the version's
     structural schema; a status subresource keeps status out of main writes (and a new
@@ -260,7 +179,6 @@ class CustomResourceStrategy(Strategy):
 
     def to_scale(self, obj: Object) -> Object:
         scale = super().to_scale(obj)
-        scale["apiVersion"] = "autoscaling/v1"
         scale["spec"]["replicas"] = int(structural.json_path(obj, self.spec_replicas) or 0)
         scale["status"]["replicas"] = int(structural.json_path(obj, self.status_replicas) or 0)
         selector = structural.json_path(obj, self.label_selector) if self.label_selector else None
@@ -279,7 +197,11 @@ class CRDController:
     """Serves the custom resources of the CRDs in the watch cache (see the module doc)."""
 
     def __init__(
-        self, registry: Registry, cacher: Cacher, views: dict[str, Any], user: Any
+        self,
+        registry: Registry,
+        cacher: Cacher,
+        views: dict[str, ConvertedView],
+        user: UserInfo,
     ) -> None:
         self.registry, self.cacher, self.views, self.user = registry, cacher, views, user
         self.served: dict[str, list[Resource]] = {}
@@ -288,9 +210,11 @@ class CRDController:
         """CRD name -> version -> the version's schema (see `_schema`)."""
         self.specs: dict[str, Object] = {}
         """CRD name -> the spec served (a change of it is served anew)."""
+        self.synced = threading.Event()
+        """Set once every CRD stored at start has been served (``/readyz`` waits for it,
+        so that clients of a restarted apiserver never see a custom resource missing)."""
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
-        strategies.register(CustomResourceDefinitionStrategy(CRD))
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="crd-controller", daemon=True)
@@ -313,45 +237,48 @@ class CRDController:
             current = {ev.object["metadata"]["name"]: ev.object for ev in first}
             for name in set(self.served) - set(current):
                 self._unserve(name)
-            terminating = {}
+            pending = {}  # the CRDs that need another pass, by name
             for crd in current.values():
                 if self._sync(crd):
-                    terminating[crd["metadata"]["name"]] = crd
+                    pending[crd["metadata"]["name"]] = crd
+            self.synced.set()
             for ev in self.cacher.events(w, 1.0):
                 if self._stopped.is_set():
                     return
-                if ev is None:  # a tick: retry the cleanups still waiting on objects
-                    for name, crd in list(terminating.items()):
+                if ev is None:  # a tick: another pass for those that need one
+                    for name, crd in list(pending.items()):
                         if not self._sync(crd):
-                            terminating.pop(name, None)
+                            pending.pop(name, None)
                     continue
                 name = ev.object["metadata"]["name"]
-                terminating.pop(name, None)
+                pending.pop(name, None)
                 if ev.type == DELETED:
                     self._unserve(name)
                 elif self._sync(ev.object):
-                    terminating[name] = ev.object
+                    pending[name] = ev.object
         finally:
             self.cacher.unwatch(CRD, w)
 
     # -- one CRD -------------------------------------------------------------------------
 
     def _sync(self, crd: Object) -> bool:
-        """Serve `crd` or clean up after it; True while its deletion waits on objects."""
+        """Serve `crd` or clean up after it; True when it needs another pass (its
+        deletion waits on objects, or a write failed): one CRD never stalls the others."""
         name = crd["metadata"]["name"]
-        if crd["metadata"].get("deletionTimestamp"):
-            return not self._clean_up(crd)
-        conflict = self._names_conflict(crd)
-        if conflict:
+        try:
+            if crd["metadata"].get("deletionTimestamp"):
+                return not self._clean_up(crd)
+            conflict = self._names_conflict(crd)
+            if not conflict:
+                self._serve(crd)
             self._set_status(crd, conflict)
             return False
-        try:
-            self._serve(crd)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:  # a shape validation let through
             log.warning("crds: cannot serve %s: %s", name, exc)
             return False
-        self._set_status(crd, "")
-        return False
+        except errors.StatusError as exc:
+            log.warning("crds: %s: %s; trying again", name, exc)
+            return True
 
     def _names_conflict(self, crd: Object) -> str:
         spec = crd["spec"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from kubelab.api.resources import RESOURCES, Resource
 
-from . import certificates, core
+from . import apiextensions, certificates, core
 from .generic import NoGenerationStrategy, StatusResetStrategy, Strategy, now_rfc3339
 
 __all__ = ["Strategy", "for_resource", "now_rfc3339", "register", "unregister"]
@@ -47,6 +47,10 @@ _STRATEGIES: dict[str, type[Strategy]] = {
     ),
     # policy
     "poddisruptionbudgets.policy": StatusResetStrategy,
+    # apiextensions
+    "customresourcedefinitions.apiextensions.k8s.io": (
+        apiextensions.CustomResourceDefinitionStrategy
+    ),
     # coordination, discovery
     "leases.coordination.k8s.io": NoGenerationStrategy,
     "endpointslices.discovery.k8s.io": NoGenerationStrategy,
