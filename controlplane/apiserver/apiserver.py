@@ -169,6 +169,16 @@ class APIServer:
         self.audit = AuditLog(config.audit_log_path)
         self.bootstrapped = False
 
+    def registry_for(self, r: Resource) -> Registry | ConvertedView:
+        """What serves `r`'s REST verbs: the registry, or a view of another resource's
+        objects (events.k8s.io Events; a custom resource's non-storage version, keyed
+        "<version>.<group_resource>" by `crds`)."""
+        return (
+            self.views.get(r.group_resource)
+            or self.views.get(f"{r.version}.{r.group_resource}")
+            or self.registry
+        )
+
     # -- cache lookups for the request chain ---------------------------------------------
 
     def cached(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:

@@ -39,7 +39,6 @@ from .impersonation import PREFIX, impersonate
 from .registry import DeleteOptions, EventStream, ListOptions, Registry, decode_body
 from .requestinfo import RequestInfo
 from .requestinfo import parse as parse_request
-from .views import ConvertedView
 from .watchcache import CacheNotReady
 
 if TYPE_CHECKING:
@@ -338,13 +337,7 @@ class _Record:
 def _dispatch(
     server: APIServer, r: resources.Resource, info: RequestInfo, user: UserInfo
 ) -> Response:
-    # A view: events.k8s.io Events, or a custom resource's version other than its storage
-    # version (keyed "<version>.<group_resource>", see `crds`).
-    reg: Registry | ConvertedView = (
-        server.views.get(r.group_resource)
-        or server.views.get(f"{r.version}.{r.group_resource}")
-        or server.registry
-    )
+    reg = server.registry_for(r)
     args = request.args.to_dict()
     dry_run = "dryRun" in args and args["dryRun"] == "All"
     if "dryRun" in args and args["dryRun"] != "All":

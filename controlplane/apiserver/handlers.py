@@ -75,7 +75,7 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
     sub, verb = info.subresource, info.verb
     if sub not in r.subresources:
         raise errors.StatusError(404, "NotFound", f"{r.group_resource} has no subresource {sub!r}")
-    reg = server.registry
+    reg = server.registry_for(r)
     ns = info.namespace if r.namespaced else ""
     if sub == "status":
         if verb == "get":
@@ -129,7 +129,7 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
 
 
 def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: UserInfo) -> Response:
-    reg, strategy = server.registry, for_resource(r)
+    reg, strategy = server.registry_for(r), for_resource(r)
     if info.verb == "get":
         return json_response(strategy.to_scale(reg.get(r, ns, info.name)))
     if info.verb not in ("update", "patch"):

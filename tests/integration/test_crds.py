@@ -96,6 +96,7 @@ def crd_manifest(group: str, scope: str = "Namespaced") -> dict[str, Any]:
                     "served": True,
                     "storage": False,
                     "schema": {"openAPIV3Schema": schema},
+                    "subresources": {"status": {}},
                 },
             ],
         },
@@ -141,6 +142,7 @@ def test_custom_objects_crud_with_kubectl(
     table = kubectl(apiserver, ns, "get", "wdg")
     assert table.split("\n")[0].split() == ["NAME", "SIZE", "COLOR", "PHASE"]
     assert table.split("\n")[1].split() == ["one", "4", "red", "<none>"]
+    assert f"widget.{group}/one" in kubectl(apiserver, ns, "get", "all")  # its category
     listed = json.loads(kubectl(apiserver, ns, "get", "widgets", "-o", "json"))
     assert [w["metadata"]["name"] for w in listed["items"]] == ["one"]
     kubectl(apiserver, ns, "delete", "widget", "one")
@@ -224,6 +226,11 @@ def test_other_served_version_changes_only_api_version(
     assert created["apiVersion"] == f"{group}/v1beta1"
     stored = api.get_namespaced_custom_object(group, "v1", namespace, "widgets", "old")
     assert stored["apiVersion"] == f"{group}/v1" and stored["spec"]["size"] == 5
+    api.patch_namespaced_custom_object_status(
+        group, "v1beta1", namespace, "widgets", "old", {"status": {"phase": "Old"}}
+    )
+    stored = api.get_namespaced_custom_object(group, "v1", namespace, "widgets", "old")
+    assert stored["apiVersion"] == f"{group}/v1" and stored["status"] == {"phase": "Old"}
 
 
 def test_watch_sees_custom_objects(apiserver: Environment, group: str, namespace: str) -> None:
