@@ -10,8 +10,9 @@ validate. The validation here covers what manifests rely on: ``type`` (with
 ``nullable`` and ``x-kubernetes-int-or-string``), ``required``, ``enum``, ``minimum`` /
 ``maximum`` (and their exclusive forms), ``minLength`` / ``maxLength``, ``pattern``,
 ``minItems`` / ``maxItems``, ``minProperties`` / ``maxProperties``, and
-``additionalProperties`` maps. The messages are Kubernetes' own ("spec.replicas in body
-must be of type integer: \\"string\\""), so that what a user reads matches the docs.
+``additionalProperties`` maps. The messages are worded as kube-openapi's
+(`spec.replicas in body must be of type integer: "string"`, `... in body should be less
+than or equal to 10`), so that what a user reads matches what Kubernetes says.
 
 `json_path` evaluates the simple paths CRDs use (``.spec.replicas``,
 ``.status.conditions[0].type``): additionalPrinterColumns and the scale subresource.
@@ -60,17 +61,17 @@ def validate(schema: Schema, value: Any, path: str = "") -> list[FieldError]:
     if value is None:
         if schema.get("nullable") or not schema.get("type"):
             return []
-        return [
-            errors.invalid(where, None, f'{where} in body must be of type {schema["type"]}: "null"')
-        ]
+        detail = f'{where} in body must be of type {schema["type"]}: "null"'
+        return [errors.invalid(where, "null", detail)]
     kind = schema.get("type")
     if schema.get("x-kubernetes-int-or-string"):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             detail = f'{where} in body must be of type integer,string: "{_type_of(value)}"'
-            return [errors.invalid(where, value, detail)]
+            return [errors.invalid(where, _type_of(value), detail)]
     elif kind and not _has_type(value, kind):
+        # Kubernetes reports the type it found as the invalid value.
         detail = f'{where} in body must be of type {kind}: "{_type_of(value)}"'
-        return [errors.invalid(where, value, detail)]
+        return [errors.invalid(where, _type_of(value), detail)]
     found: list[FieldError] = []
     if "enum" in schema and value not in schema["enum"]:
         found.append(errors.not_supported(where, value, [str(v) for v in schema["enum"]]))
@@ -95,37 +96,49 @@ def _bounds(schema: Schema, value: float, where: str) -> list[FieldError]:
     low, high = schema.get("minimum"), schema.get("maximum")
     if low is not None:
         if schema.get("exclusiveMinimum") and value <= low:
-            found.append(errors.invalid(where, value, f"should be greater than {low}"))
+            found.append(
+                errors.invalid(where, value, f"{where} in body should be greater than {low}")
+            )
         elif value < low:
-            found.append(errors.invalid(where, value, f"should be greater than or equal to {low}"))
+            found.append(
+                errors.invalid(
+                    where, value, f"{where} in body should be greater than or equal to {low}"
+                )
+            )
     if high is not None:
         if schema.get("exclusiveMaximum") and value >= high:
-            found.append(errors.invalid(where, value, f"should be less than {high}"))
+            found.append(
+                errors.invalid(where, value, f"{where} in body should be less than {high}")
+            )
         elif value > high:
-            found.append(errors.invalid(where, value, f"should be less than or equal to {high}"))
+            found.append(
+                errors.invalid(
+                    where, value, f"{where} in body should be less than or equal to {high}"
+                )
+            )
     return found
 
 
 def _string(schema: Schema, value: str, where: str) -> list[FieldError]:
     found = []
     if "minLength" in schema and len(value) < schema["minLength"]:
-        detail = f"should be at least {schema['minLength']} chars long"
+        detail = f"{where} in body should be at least {schema['minLength']} chars long"
         found.append(errors.invalid(where, value, detail))
     if "maxLength" in schema and len(value) > schema["maxLength"]:
         found.append(errors.too_long(where, int(schema["maxLength"])))
     pattern = schema.get("pattern")
     if pattern and re.search(pattern, value) is None:
-        found.append(errors.invalid(where, value, f"should match '{pattern}'"))
+        found.append(errors.invalid(where, value, f"{where} in body should match '{pattern}'"))
     return found
 
 
 def _counted(schema: Schema, count: int, where: str, noun: str, plural: str) -> list[FieldError]:
     found = []
     if f"min{noun}" in schema and count < schema[f"min{noun}"]:
-        detail = f"should have at least {schema[f'min{noun}']} {plural}"
+        detail = f"{where} in body should have at least {schema[f'min{noun}']} {plural}"
         found.append(errors.invalid(where, count, detail))
     if f"max{noun}" in schema and count > schema[f"max{noun}"]:
-        detail = f"should have at most {schema[f'max{noun}']} {plural}"
+        detail = f"{where} in body should have at most {schema[f'max{noun}']} {plural}"
         found.append(errors.invalid(where, count, detail))
     return found
 

@@ -47,10 +47,10 @@ def test_a_valid_object_has_no_problems() -> None:
 
 def test_types_bounds_enums_patterns_and_required_fields_are_checked() -> None:
     assert _messages({"spec": {"size": "3"}}) == [
-        'spec.size: Invalid value: "3": spec.size in body must be of type integer: "string"'
+        'spec.size: Invalid value: "string": spec.size in body must be of type integer: "string"'
     ]
     assert _messages({"spec": {"size": 11}}) == [
-        "spec.size: Invalid value: 11: should be less than or equal to 10"
+        "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10"
     ]
     assert _messages({"spec": {}}) == ["spec.size: Required value"]
     problems = _messages({"spec": {"size": 1, "mode": "c", "name": "ABCDEF"}})
