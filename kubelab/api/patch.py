@@ -204,6 +204,8 @@ _PATCH_META: Mapping[str, Mapping[_Path, tuple[str, str]]] = {
     "ClusterRole": _object(),
     "ClusterRoleBinding": _object(),
     "CertificateSigningRequest": _object(),
+    # apiextensions/v1: a CRD's versions are replaced whole (no merge key)
+    "CustomResourceDefinition": _object(),
 }
 
 

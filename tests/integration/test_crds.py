@@ -129,6 +129,14 @@ def test_crd_is_served_and_established(apiserver: Environment, group: str) -> No
     conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
     assert conditions == {"NamesAccepted": "True", "Established": "True"}
     assert crd["status"]["acceptedNames"]["kind"] == "Widget"
+    # Applied again with a change (kubectl sends a strategic merge patch): served anew.
+    changed = crd_manifest(group)
+    changed["spec"]["names"]["shortNames"] = ["wdg", "wg"]
+    kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(changed))
+    deadline = time.monotonic() + 10
+    while "wg" not in kubectl(apiserver, "api-resources", f"--api-group={group}"):
+        assert time.monotonic() < deadline, "the changed CRD was not served"
+        time.sleep(0.2)
 
 
 def test_custom_objects_crud_with_kubectl(
