@@ -95,6 +95,9 @@ class LocalControlPlane:
         self.process: subprocess.Popen[bytes] | None = None
         """The apiserver."""
         self.controller_manager: subprocess.Popen[bytes] | None = None
+        self.controller_manager_port = free_port()
+        """Where the controller-manager serves /healthz, /readyz and /metrics (HTTPS):
+        a free port rather than 10257, so that several planes can run on one machine."""
         self.scheduler: subprocess.Popen[bytes] | None = None
         self.scheduler_port = 0
         """The scheduler's /healthz, /readyz and /metrics port (HTTPS), once started."""
@@ -255,6 +258,12 @@ class LocalControlPlane:
             "--root-ca-file",
             str(self.pki / "ca.crt"),
             "--leader-elect=true",
+            "--secure-port",
+            str(self.controller_manager_port),
+            "--bind-address",
+            "127.0.0.1",
+            "--cert-dir",
+            str(self.dir / "controller-manager-serving"),
             # The pod network the node agents route: a /24 of it per node.
             "--allocate-node-cidrs=true",
             f"--cluster-cidr={CLUSTER_CIDR}",

@@ -6,7 +6,9 @@ Start-up, as kube-apiserver's post-start hooks do it:
 1. connect to the store and fill the watch cache (list ``/registry/``, then watch);
 2. create what a cluster cannot work without, if missing: the namespaces ``default``,
    ``kube-system``, ``kube-public`` and ``kube-node-lease``; the RBAC bootstrap policy
-   (default ClusterRoles and bindings); the ``kubernetes`` Service (the first address of
+   (default ClusterRoles and bindings); the PriorityClasses ``system-cluster-critical``
+   and ``system-node-critical``; an Available APIService per group version; the
+   ``kubernetes`` Service (the first address of
    the service range) and its Endpoints, pointing at this apiserver.
 
 ``/readyz`` reports ready only after both; ``/livez`` only checks that the process can
@@ -26,13 +28,14 @@ from typing import Any
 from flask import Response, request
 
 from kubelab import fastjson, storeclient
-from kubelab.api import errors
-from kubelab.api.conversion import core_event_to_events_v1, events_v1_to_core_event
+from kubelab.api import errors, resources
+from kubelab.api.conversion import VIEWS
 from kubelab.api.resources import RESOURCES, Resource
 from kubelab.kvstore import KVStore
 
-from . import authz, kubelet
+from . import apiservices, authz, kubelet
 from .admission import SYSTEM_NAMESPACES, Chain
+from .admission.priority import system_classes
 from .audit import AuditLog
 from .authn import (
     SERVICE_ACCOUNT_ISSUER,
@@ -48,6 +51,7 @@ from .registry import Registry
 from .requestinfo import RequestInfo
 from .services import ServiceAllocator
 from .storage import KeyNotFound, RevisionConflict, Storage
+from .strategies import now_rfc3339
 from .views import ConvertedView
 from .watchcache import Cacher
 
@@ -106,11 +110,17 @@ def _resource(name: str) -> Resource:
     those) or by plural.group ("deployments.apps")."""
     plural, _, group = name.partition(".")
     for r in RESOURCES:
-        if r.plural != plural or not r.stored:
+        if r.plural != plural or not r.stored or r.converted_from:
             continue
         if r.group == group if group else r.group in ("", "rbac.authorization.k8s.io"):
             return r
     raise KeyError(name)
+
+
+def _served_as(r: Resource) -> str:
+    """A served resource's key: versions of one group resource may be served apart
+    (autoscaling/v1 HPAs through a view, autoscaling/v2 from the registry)."""
+    return f"{r.group_version}/{r.plural}"
 
 
 class APIServer:
@@ -140,12 +150,11 @@ class APIServer:
         self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
         # Resources served from another's objects (events.k8s.io/v1 Events).
         self.views = {
-            r.group_resource: ConvertedView(
+            _served_as(r): ConvertedView(
                 self.registry,
                 r,
-                _resource(r.converted_from),
-                core_event_to_events_v1,
-                events_v1_to_core_event,
+                resources.by_group_resource(r.converted_from),
+                *VIEWS[r.api_version, r.kind],
             )
             for r in RESOURCES
             if r.converted_from
@@ -170,14 +179,9 @@ class APIServer:
         self.bootstrapped = False
 
     def registry_for(self, r: Resource) -> Registry | ConvertedView:
-        """What serves `r`'s REST verbs: the registry, or a view of another resource's
-        objects (events.k8s.io Events; a custom resource's non-storage version, keyed
-        "<version>.<group_resource>" by `crds`)."""
-        return (
-            self.views.get(r.group_resource)
-            or self.views.get(f"{r.version}.{r.group_resource}")
-            or self.registry
-        )
+        """What serves `r`'s verbs: the registry, or the conversion view for a resource
+        served from another's objects."""
+        return self.views.get(_served_as(r)) or self.registry
 
     # -- cache lookups for the request chain ---------------------------------------------
 
@@ -252,6 +256,9 @@ class APIServer:
                     "metadata": {"name": "default", "namespace": ns},
                 },
             )
+        for priority_class in system_classes():
+            self._ensure(_resource("priorityclasses.scheduling.k8s.io"), "", priority_class)
+        self._register_local_apis()
         ip = self.allocator.kubernetes_ip()
         port = self.config.secure_port
         self._ensure(
@@ -348,6 +355,27 @@ class APIServer:
         except errors.StatusError as exc:
             if exc.code != 409:
                 raise
+
+    def _register_local_apis(self) -> None:
+        """An Available APIService for every group version served here (`apiservices`)."""
+        r = _resource("apiservices.apiregistration.k8s.io")
+        for service in apiservices.local_api_services():
+            name = service["metadata"]["name"]
+            self._ensure(r, "", service)
+            current = self.storage.get(r.key("", name)) or {}
+            if any(
+                c.get("type") == "Available" and c.get("status") == "True"
+                for c in (current.get("status") or {}).get("conditions") or []
+            ):
+                continue
+            self.registry.update_with(
+                r,
+                "",
+                name,
+                lambda obj: apiservices.available(obj, now_rfc3339()),
+                SYSTEM,
+                "status",
+            )
 
     def _reconcile_policy(self, r: Resource, wanted: dict[str, Any]) -> None:
         """Create a bootstrap role or binding, or add to it what this version's policy has

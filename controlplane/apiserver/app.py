@@ -32,11 +32,12 @@ from controlplane.apiserver import tables
 from kubelab import fastjson
 from kubelab.api import errors, patch, resources
 
-from . import discovery, fieldvalidation, handlers, openapi
+from . import discovery, fieldvalidation, handlers, negotiation, openapi
 from .authn import UserInfo
 from .handlers import json_response
 from .impersonation import PREFIX, impersonate
-from .registry import DeleteOptions, EventStream, ListOptions, Registry, decode_body
+from .negotiation import Form
+from .registry import DeleteOptions, EventStream, ListOptions, decode_body
 from .requestinfo import RequestInfo
 from .requestinfo import parse as parse_request
 from .watchcache import CacheNotReady
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kubelab.apiserver")
 
-_TABLE = "as=Table"
 _JSON = "application/json"
 
 
@@ -75,10 +75,6 @@ def reason_phrase(code: int) -> str:
         return HTTPStatus(code).phrase
     except ValueError:
         return f"status code {code}"
-
-
-def _wants_table(accept: str) -> bool:
-    return _TABLE in accept.replace(" ", "")
 
 
 def create_app(server: APIServer) -> Flask:
@@ -344,28 +340,31 @@ def _dispatch(
         raise errors.bad_request(
             f'dryRun: Unsupported value: "{args["dryRun"]}": supported values: "All"'
         )
-    accept = request.headers.get("Accept", "")
     ns = info.namespace if r.namespaced else ""
     verb = info.verb
+    form = negotiation.negotiate(request.headers.get("Accept"), verb)
     if verb == "get":
         obj = reg.get(r, ns, info.name, args.get("resourceVersion", ""))
-        if _wants_table(accept):
+        if form is Form.TABLE:
             return json_response(tables.to_table(r, [obj], include_object=_include(args)))
+        if form is Form.PARTIAL:
+            return json_response(negotiation.partial_object(obj))
         return json_response(obj)
     if verb == "list":
         opts = ListOptions.parse(args)
         listed = reg.list_objects(r, ns, opts)
-        if _wants_table(accept):
+        if form is Form.TABLE:
             return json_response(
                 tables.to_table(
                     r, listed["items"], include_object=_include(args), list_meta=listed["metadata"]
                 )
             )
+        if form is Form.PARTIAL:
+            return json_response(negotiation.partial_list(listed))
         return json_response(listed)
     if verb == "watch":
         opts = ListOptions.parse(args)
         events = reg.watch(r, ns, opts)
-        as_table = _wants_table(accept)
         g.streaming = True
         record_ = _Record.current()
         assert record_ is not None
@@ -373,7 +372,7 @@ def _dispatch(
             server.metrics.inflight.dec()
             g.counted = False
         return Response(
-            _WatchBody(server, r, events, as_table, _include(args), record_),
+            _WatchBody(server, r, events, form, _include(args), record_),
             mimetype=_JSON,
             headers={"Cache-Control": "no-cache, private"},
         )
@@ -388,7 +387,7 @@ def _dispatch(
         )
     if verb == "patch":
         media = (request.content_type or "").split(";")[0].strip().lower()
-        if media == patch.APPLY_PATCH and isinstance(reg, Registry):
+        if media == patch.APPLY_PATCH:
             if not args.get("fieldManager"):
                 raise errors.bad_request(
                     "fieldManager is required for apply requests: name the applier "
@@ -456,23 +455,25 @@ class _WatchBody:
         server: APIServer,
         r: resources.Resource,
         events: EventStream,
-        as_table: bool,
+        form: Form,
         include: str,
         record: _Record,
     ) -> None:
         self.server, self.r, self.events = server, r, events
-        self.as_table, self.include, self.record = as_table, include, record
+        self.form, self.include, self.record = form, include, record
         self.closed = False
         server.metrics.watchers.inc()
 
     def __iter__(self) -> Iterator[bytes]:
         yield b""  # the server sends the headers now (see server.CertHandler)
         for ev in self.events:
-            if self.as_table and ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+            if self.form is Form.TABLE and ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
                 ev = {
                     "type": ev["type"],
                     "object": tables.to_table(self.r, [ev["object"]], include_object=self.include),
                 }
+            elif self.form is Form.PARTIAL and ev["type"] != "ERROR":
+                ev = {"type": ev["type"], "object": negotiation.partial_object(ev["object"])}
             yield fastjson.dumps(ev) + b"\n"
 
     def close(self) -> None:

@@ -455,8 +455,9 @@ class CRDController:
 
 
 def _view_key(r: Resource) -> str:
-    """`APIServer.views` key of a non-storage version of a custom resource."""
-    return f"{r.version}.{r.group_resource}"
+    """`APIServer.views` key of a non-storage version of a custom resource (as
+    `APIServer.registry_for` looks it up: group version and plural)."""
+    return f"{r.group_version}/{r.plural}"
 
 
 def _condition(kind: str, ok: bool, reason: str, message: str) -> Object:

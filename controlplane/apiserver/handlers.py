@@ -78,13 +78,16 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
     reg = server.registry_for(r)
     ns = info.namespace if r.namespaced else ""
     if sub == "status":
+        served = server.registry_for(r)
         if verb == "get":
-            return json_response(reg.get(r, ns, info.name))
+            return json_response(served.get(r, ns, info.name))
         if verb == "update":
-            return json_response(reg.update(r, ns, info.name, _body(), user, "status", _dry_run()))
+            return json_response(
+                served.update(r, ns, info.name, _body(), user, "status", _dry_run())
+            )
         if verb == "patch":
             return json_response(
-                reg.patch(
+                served.patch(
                     r,
                     ns,
                     info.name,

@@ -119,7 +119,10 @@ _META_KINDS = {
     "FieldSelectorRequirement",
 }
 # Where a group's own types are published, when not io.k8s.api.<group>.
-_PACKAGES = {"metrics": "io.k8s.metrics.pkg.apis.metrics"}
+_PACKAGES = {
+    "metrics": "io.k8s.metrics.pkg.apis.metrics",
+    "apiregistration": "io.k8s.kube-aggregator.pkg.apis.apiregistration",
+}
 
 # `object` in the client stands for several Go types; these field names are the
 # int-or-string ones (ports by number or name, surge/availability as count or percent).
@@ -139,6 +142,9 @@ _QUANTITY_FIELDS: dict[str, set[str]] = {
     "ResourceQuotaStatus": {"hard", "used"},
     "LimitRangeItem": {"default", "defaultRequest", "max", "maxLimitRequestRatio", "min"},
     "ContainerMetrics": {"usage"},
+    "MetricTarget": {"value", "averageValue"},
+    "MetricValueStatus": {"value", "averageValue"},
+    "Overhead": {"podFixed"},
     "NodeMetrics": {"usage"},
 }
 
@@ -170,6 +176,8 @@ _PATCH_DIRECTIVES: dict[tuple[str, str], tuple[str, str]] = {
     ("ObjectMeta", "ownerReferences"): ("merge", "uid"),
     ("ObjectMeta", "finalizers"): ("merge", ""),
     ("DeploymentSpec", "strategy"): ("retainKeys", ""),
+    ("MutatingWebhookConfiguration", "webhooks"): ("merge", "name"),
+    ("ValidatingWebhookConfiguration", "webhooks"): ("merge", "name"),
 }
 
 

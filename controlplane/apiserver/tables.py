@@ -47,6 +47,8 @@ from kubelab.api.selectors import (
 )
 from kubelab.api.structural import json_path
 
+from .negotiation import partial_object
+
 TABLE_API_VERSION = "meta.k8s.io/v1"
 INCLUDE_OBJECT_VALUES = ("None", "Metadata", "Object")
 
@@ -721,6 +723,185 @@ def _controller_revision_cells(resource: Resource, revision: Obj, now: datetime)
 
 
 # ---------------------------------------------------------------------------------------
+# Networking, autoscaling, classes and registrations
+
+
+def _none_if_empty(value: str) -> str:
+    return value or "<none>"
+
+
+def _ingress_cells(resource: Resource, ingress: Obj, now: datetime) -> list[Cell]:
+    """HOSTS "*" for rules without a host; PORTS "80, 443" once TLS is configured."""
+    hosts = [_str(rule, "host") or "*" for rule in _list(ingress, "spec", "rules")]
+    addresses = [
+        _str(entry, "ip") or _str(entry, "hostname")
+        for entry in _list(ingress, "status", "loadBalancer", "ingress")
+    ]
+    return [
+        _name(ingress),
+        _none_if_empty(_str(ingress, "spec", "ingressClassName")),
+        ",".join(hosts) or "*",
+        ",".join(a for a in addresses if a),
+        "80, 443" if _list(ingress, "spec", "tls") else "80",
+        _age(ingress, now),
+    ]
+
+
+def _ingress_class_cells(resource: Resource, ingress_class: Obj, now: datetime) -> list[Cell]:
+    params = _map(ingress_class, "spec", "parameters")
+    parameters = "<none>"
+    if params:
+        group = _str(params, "apiGroup")
+        parameters = f"{_str(params, 'kind')}{'.' + group if group else ''}/{_str(params, 'name')}"
+    return [
+        _name(ingress_class),
+        _str(ingress_class, "spec", "controller"),
+        parameters,
+        _age(ingress_class, now),
+    ]
+
+
+def _network_policy_cells(resource: Resource, policy: Obj, now: datetime) -> list[Cell]:
+    selector = _map(policy, "spec", "podSelector")
+    return [_name(policy), _format_label_selector(selector), _age(policy, now)]
+
+
+def _priority_class_cells(resource: Resource, priority_class: Obj, now: datetime) -> list[Cell]:
+    return [
+        _name(priority_class),
+        _int(priority_class, "value"),
+        lookup_path(priority_class, "globalDefault") is True,
+        _age(priority_class, now),
+        _str(priority_class, "preemptionPolicy"),
+    ]
+
+
+def _metric_target(spec: Obj, status: Obj) -> str:
+    """One "<name>: <current>/<target>" entry of an HPA's TARGETS, in its v2 form."""
+    kind = _str(spec, "type")
+    key = {"Resource": "resource", "ContainerResource": "containerResource"}.get(kind, "")
+    if not key:
+        key = {"Pods": "pods", "Object": "object", "External": "external"}.get(kind, "")
+        source = _map(spec, key)
+        name = _str(source, "metric", "name")
+    else:
+        source = _map(spec, key)
+        name = _str(source, "name")
+    target = _map(source, "target")
+    current = _map(status, key, "current")
+    if "averageUtilization" in target:
+        now_text = (
+            f"{_int(current, 'averageUtilization')}%"
+            if "averageUtilization" in current
+            else "<unknown>"
+        )
+        return f"{name}: {now_text}/{_int(target, 'averageUtilization')}%"
+    field = "averageValue" if "averageValue" in target else "value"
+    now_value = current.get(field)
+    now_text = _quantity(now_value) if now_value is not None else "<unknown>"
+    suffix = " (avg)" if field == "averageValue" and kind in ("Object", "External") else ""
+    return f"{name}: {now_text}/{_quantity(target.get(field))}{suffix}"
+
+
+def _hpa_cells(resource: Resource, hpa: Obj, now: datetime) -> list[Cell]:
+    """Served as autoscaling/v2 (metrics) or v1 (one CPU utilization target)."""
+    spec = _map(hpa, "spec")
+    ref = _map(spec, "scaleTargetRef")
+    if "targetCPUUtilizationPercentage" in spec or resource.version == "v1":
+        current = _map(hpa, "status").get("currentCPUUtilizationPercentage")
+        shown = f"{current}%" if current is not None else "<unknown>"
+        target = spec.get("targetCPUUtilizationPercentage")
+        targets = [f"cpu: {shown}/{target}%"] if target is not None else []
+    else:
+        current_metrics = _list(hpa, "status", "currentMetrics")
+        targets = [
+            _metric_target(metric, current_metrics[i] if i < len(current_metrics) else {})
+            for i, metric in enumerate(_list(spec, "metrics"))
+        ]
+    shown_targets = ", ".join(targets[:2])
+    if len(targets) > 2:
+        shown_targets += f" + {len(targets) - 2} more..."
+    return [
+        _name(hpa),
+        f"{_str(ref, 'kind')}/{_str(ref, 'name')}",
+        shown_targets or "<none>",
+        _int(spec, "minReplicas", default=1),
+        _int(spec, "maxReplicas"),
+        _int(hpa, "status", "currentReplicas"),
+        _age(hpa, now),
+    ]
+
+
+_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+
+
+def _storage_class_cells(resource: Resource, storage_class: Obj, now: datetime) -> list[Cell]:
+    name = _name(storage_class)
+    if _map(storage_class, "metadata", "annotations").get(_DEFAULT_CLASS) == "true":
+        name += " (default)"
+    return [
+        name,
+        _str(storage_class, "provisioner"),
+        _str(storage_class, "reclaimPolicy") or "Delete",
+        _str(storage_class, "volumeBindingMode") or "Immediate",
+        lookup_path(storage_class, "allowVolumeExpansion") is True,
+        _age(storage_class, now),
+    ]
+
+
+def _csi_driver_cells(resource: Resource, driver: Obj, now: datetime) -> list[Cell]:
+    spec = _map(driver, "spec")
+    audiences = [_str(token, "audience") for token in _list(spec, "tokenRequests")]
+    return [
+        _name(driver),
+        spec.get("attachRequired") is not False,
+        spec.get("podInfoOnMount") is True,
+        spec.get("storageCapacity") is True,
+        ",".join(audiences) or "<unset>",
+        spec.get("requiresRepublish") is True,
+        ",".join(str(mode) for mode in _list(spec, "volumeLifecycleModes")),
+        _age(driver, now),
+    ]
+
+
+def _volume_attachment_cells(resource: Resource, attachment: Obj, now: datetime) -> list[Cell]:
+    return [
+        _name(attachment),
+        _str(attachment, "spec", "attacher"),
+        _str(attachment, "spec", "source", "persistentVolumeName"),
+        _str(attachment, "spec", "nodeName"),
+        lookup_path(attachment, "status", "attached") is True,
+        _age(attachment, now),
+    ]
+
+
+def _runtime_class_cells(resource: Resource, runtime_class: Obj, now: datetime) -> list[Cell]:
+    return [_name(runtime_class), _str(runtime_class, "handler"), _age(runtime_class, now)]
+
+
+def _webhook_configuration_cells(
+    resource: Resource, configuration: Obj, now: datetime
+) -> list[Cell]:
+    return [
+        _name(configuration),
+        len(_list(configuration, "webhooks")),
+        _age(configuration, now),
+    ]
+
+
+def _api_service_cells(resource: Resource, service: Obj, now: datetime) -> list[Cell]:
+    ref = _map(service, "spec", "service")
+    where = f"{_str(ref, 'namespace')}/{_str(ref, 'name')}" if ref else "Local"
+    available = "Unknown"
+    for condition in _list(service, "status", "conditions"):
+        if _str(condition, "type") == "Available":
+            available = _str(condition, "status")
+            if available != "True":
+                available = f"{available} ({_str(condition, 'reason')})"
+    return [_name(service), where, available, _age(service, now)]
+
+
+# ---------------------------------------------------------------------------------------
 # Configuration, identity and access
 
 
@@ -990,6 +1171,22 @@ _REPLICA_SET = _Printer(
     (_NAME, *_WORKLOAD_COUNTS, _AGE, _CONTAINERS, _IMAGES, _SELECTOR), _replica_set_cells
 )
 _EVENT = _Printer(_EVENT_COLUMNS, _event_cells)
+_WEBHOOK_CONFIGURATION = _Printer(
+    (_NAME, _column("Webhooks", "How many webhooks it configures.", "integer"), _AGE),
+    _webhook_configuration_cells,
+)
+_HPA = _Printer(
+    (
+        _NAME,
+        _column("Reference", "The scaled object, as kind/name."),
+        _column("Targets", "Current and target value of each metric."),
+        _column("MinPods", "The fewest replicas the autoscaler may scale to.", "integer"),
+        _column("MaxPods", "The most replicas the autoscaler may scale to.", "integer"),
+        _column("Replicas", "How many replicas there are now.", "integer"),
+        _AGE,
+    ),
+    _hpa_cells,
+)
 
 # Keyed by Resource.group_resource.
 _PRINTERS: dict[str, _Printer] = {
@@ -1159,6 +1356,91 @@ _PRINTERS: dict[str, _Printer] = {
         ),
         _claim_cells,
     ),
+    "ingresses.networking.k8s.io": _Printer(
+        (
+            _NAME,
+            _column("Class", "The ingress class that serves it."),
+            _column("Hosts", "The hosts its rules match."),
+            _column("Address", "Where the load balancer answers."),
+            _column("Ports", "The ports it serves."),
+            _AGE,
+        ),
+        _ingress_cells,
+    ),
+    "ingressclasses.networking.k8s.io": _Printer(
+        (
+            _NAME,
+            _column("Controller", "The controller that implements the class."),
+            _column("Parameters", "The controller's configuration, as kind/name."),
+            _AGE,
+        ),
+        _ingress_class_cells,
+    ),
+    "networkpolicies.networking.k8s.io": _Printer(
+        (_NAME, _column("Pod-Selector", "The pods the policy applies to."), _AGE),
+        _network_policy_cells,
+    ),
+    "priorityclasses.scheduling.k8s.io": _Printer(
+        (
+            _NAME,
+            _column("Value", "The priority of the pods of this class.", "integer"),
+            _column("Global-Default", "Whether pods without a class get this one.", "boolean"),
+            _AGE,
+            _column("PreemptionPolicy", "Whether its pods may preempt lower ones."),
+        ),
+        _priority_class_cells,
+    ),
+    "horizontalpodautoscalers.autoscaling": _HPA,
+    "storageclasses.storage.k8s.io": _Printer(
+        (
+            _NAME,
+            _column("Provisioner", "The volume plugin that provisions its volumes."),
+            _column("ReclaimPolicy", "What happens to a volume once released."),
+            _column("VolumeBindingMode", "When volumes are bound and provisioned."),
+            _column("AllowVolumeExpansion", "Whether claims may grow.", "boolean"),
+            _AGE,
+        ),
+        _storage_class_cells,
+    ),
+    "csidrivers.storage.k8s.io": _Printer(
+        (
+            _NAME,
+            _column("AttachRequired", "Whether volumes are attached before mounting.", "boolean"),
+            _column("PodInfoOnMount", "Whether mounts get the pod's details.", "boolean"),
+            _column("StorageCapacity", "Whether the scheduler checks capacity.", "boolean"),
+            _column("TokenRequests", "Audiences of the tokens passed to the driver."),
+            _column("RequiresRepublish", "Whether volumes are remounted periodically.", "boolean"),
+            _column("Modes", "The volume lifecycle modes the driver supports."),
+            _AGE,
+        ),
+        _csi_driver_cells,
+    ),
+    "volumeattachments.storage.k8s.io": _Printer(
+        (
+            _NAME,
+            _column("Attacher", "The volume plugin that attaches the volume."),
+            _column("PV", "The persistent volume attached."),
+            _column("Node", "The node it is attached to."),
+            _column("Attached", "Whether the attachment is done.", "boolean"),
+            _AGE,
+        ),
+        _volume_attachment_cells,
+    ),
+    "runtimeclasses.node.k8s.io": _Printer(
+        (_NAME, _column("Handler", "The container runtime handler it selects."), _AGE),
+        _runtime_class_cells,
+    ),
+    "mutatingwebhookconfigurations.admissionregistration.k8s.io": _WEBHOOK_CONFIGURATION,
+    "validatingwebhookconfigurations.admissionregistration.k8s.io": _WEBHOOK_CONFIGURATION,
+    "apiservices.apiregistration.k8s.io": _Printer(
+        (
+            _NAME,
+            _column("Service", "Where the API is served: Local, or namespace/name."),
+            _column("Available", "Whether the API is being served."),
+            _AGE,
+        ),
+        _api_service_cells,
+    ),
     "resourcequotas": _Printer(
         (
             _NAME,
@@ -1176,11 +1458,7 @@ def _embedded(obj: Obj, include_object: str) -> Any:
         return None
     if include_object == "Object":
         return obj
-    return {
-        "apiVersion": TABLE_API_VERSION,
-        "kind": "PartialObjectMetadata",
-        "metadata": obj.get("metadata", {}),
-    }
+    return partial_object(obj)
 
 
 def set_custom_printer(group_resource: str, columns: list[dict[str, Any]] | None) -> None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from kubelab import fastjson
 from kubelab.api import errors
 from kubelab.api.resources import Resource
 
-from .registry import DeleteOptions, ListOptions, Registry, WatchStream, patcher
+from .registry import DeleteOptions, ListOptions, Registry, WatchStream, decode_body, patcher
 
 Object = dict[str, Any]
 Convert = Callable[[Object], Object]
@@ -136,6 +137,25 @@ class ConvertedView:
 
         stored = self.registry.update_with(
             self.storage, namespace, name, change, user, subresource, dry_run, manager
+        )
+        return self.to_view(stored)
+
+    def apply(
+        self,
+        r: Resource,
+        namespace: str,
+        name: str,
+        body: bytes,
+        user: Any,
+        manager: str,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> Object:
+        """Server-side apply of the view's form: the applied configuration is converted,
+        so field ownership is recorded on the stored form's fields."""
+        config = self._incoming(decode_body(body, "application/yaml"))
+        stored = self.registry.apply(
+            self.storage, namespace, name, fastjson.dumps(config), user, manager, dry_run, force
         )
         return self.to_view(stored)
 

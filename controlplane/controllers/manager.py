@@ -16,8 +16,18 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
                                    of the kubeconfig)
     --concurrent-gc-syncs N        garbage collector workers (20)
     --concurrent-namespace-syncs N namespace controller workers (10)
+    --concurrent-replicaset-syncs, --concurrent-rc-syncs, --concurrent-deployment-syncs,
+    --concurrent-statefulset-syncs N
+                                   workers of those controllers (5 each)
+    --concurrent-daemonset-syncs N daemonset controller workers (2)
     --kube-api-qps, --kube-api-burst
                                    the rate limit of each controller's client (20, 30)
+    --secure-port N                /healthz, /readyz, /metrics over HTTPS (10257; 0: off)
+    --bind-address IP              where to serve them (0.0.0.0)
+    --tls-cert-file, --tls-private-key-file
+                                   the serving certificate; without them a self-signed
+                                   one is made in --cert-dir (a temporary directory if
+                                   not given), as kube-controller-manager does
     --allocate-node-cidrs, --cluster-cidr CIDR, --node-cidr-mask-size N
                                    node IPAM (off unless allocating; /24 per node)
     --node-monitor-grace-period, --node-startup-grace-period
@@ -34,7 +44,10 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
 Controllers (`--controllers` also takes their older names in parentheses):
 garbage-collector-controller (garbagecollector), namespace-controller (namespace),
 serviceaccount-controller (serviceaccount), root-ca-certificate-publisher-controller
-(root-ca-cert-publisher), node-ipam-controller (nodeipam), endpoints-controller
+(root-ca-cert-publisher), replicaset-controller (replicaset),
+replicationcontroller-controller (replicationcontroller), deployment-controller
+(deployment), statefulset-controller (statefulset), daemonset-controller (daemonset),
+node-ipam-controller (nodeipam), endpoints-controller
 (endpoint), endpointslice-controller (endpointslice), endpointslice-mirroring-controller
 (endpointslicemirroring), node-lifecycle-controller
 (nodelifecycle), taint-eviction-controller (taint-eviction),
@@ -70,6 +83,7 @@ import argparse
 import logging
 import signal
 import socket
+import ssl
 import sys
 import threading
 import uuid
@@ -86,10 +100,13 @@ from kubelab.client import (
     load_config,
 )
 from kubelab.flags import duration, flag_bool
+from kubelab.serving import HealthServer, serving_context
 
 from . import (
     certificates,
     cronjob,
+    daemonset,
+    deployment,
     disruption,
     endpoints,
     endpointslice,
@@ -99,10 +116,13 @@ from . import (
     namespace,
     nodeipam,
     nodelifecycle,
+    replicaset,
     resourcequota,
     serviceaccounts,
+    statefulset,
 )
 from .base import Controller, ControllerContext, InformerFactory
+from .metrics import ManagerMetrics
 
 log = logging.getLogger("kubelab.controller-manager")
 
@@ -111,6 +131,11 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     namespace.NAME: namespace.NamespaceController,
     serviceaccounts.SERVICE_ACCOUNT_CONTROLLER: serviceaccounts.ServiceAccountsController,
     serviceaccounts.ROOT_CA_PUBLISHER: serviceaccounts.RootCACertPublisher,
+    replicaset.REPLICASET_CONTROLLER: replicaset.ReplicaSetController,
+    replicaset.REPLICATION_CONTROLLER: replicaset.ReplicationControllerController,
+    deployment.NAME: deployment.DeploymentController,
+    statefulset.NAME: statefulset.StatefulSetController,
+    daemonset.NAME: daemonset.DaemonSetController,
     nodeipam.NAME: nodeipam.NodeIpamController,
     endpoints.NAME: endpoints.EndpointsController,
     endpointslice.NAME: endpointslice.EndpointSliceController,
@@ -141,6 +166,11 @@ ALIASES = {
     "namespace": namespace.NAME,
     "serviceaccount": serviceaccounts.SERVICE_ACCOUNT_CONTROLLER,
     "root-ca-cert-publisher": serviceaccounts.ROOT_CA_PUBLISHER,
+    "replicaset": replicaset.REPLICASET_CONTROLLER,
+    "replicationcontroller": replicaset.REPLICATION_CONTROLLER,
+    "deployment": deployment.NAME,
+    "statefulset": statefulset.NAME,
+    "daemonset": daemonset.NAME,
     "nodeipam": nodeipam.NAME,
     "endpoint": endpoints.NAME,
     "endpointslice": endpointslice.NAME,
@@ -212,8 +242,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--root-ca-file", type=Path)
     p.add_argument("--concurrent-gc-syncs", type=int, default=20)
     p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
+    p.add_argument("--concurrent-replicaset-syncs", type=int, default=5)
+    p.add_argument("--concurrent-rc-syncs", type=int, default=5)
+    p.add_argument("--concurrent-deployment-syncs", type=int, default=5)
+    p.add_argument("--concurrent-statefulset-syncs", type=int, default=5)
+    p.add_argument("--concurrent-daemonset-syncs", type=int, default=2)
     p.add_argument("--kube-api-qps", type=float, default=20.0)
     p.add_argument("--kube-api-burst", type=int, default=30)
+    p.add_argument("--secure-port", type=int, default=10257)
+    p.add_argument("--bind-address", default="0.0.0.0")
+    p.add_argument("--tls-cert-file", type=Path)
+    p.add_argument("--tls-private-key-file", type=Path)
+    p.add_argument("--cert-dir", type=Path)
     # Node IPAM, node lifecycle, endpoints, certificates, jobs, quota.
     p.add_argument("--allocate-node-cidrs", type=flag_bool, nargs="?", const=True, default=False)
     p.add_argument("--cluster-cidr", type=nodeipam.cluster_cidr)
@@ -259,9 +299,12 @@ class Options:
 class ControllerManager:
     """Runs terms of leadership (module docstring) with the same configuration."""
 
-    def __init__(self, config: ClientConfig, options: Options) -> None:
+    def __init__(
+        self, config: ClientConfig, options: Options, metrics: ManagerMetrics | None = None
+    ) -> None:
         self._config = config
         self._options = options
+        self._metrics = metrics or ManagerMetrics()
 
     def run(self, stop: threading.Event) -> None:
         """One term: run the enabled controllers until `stop` is set."""
@@ -287,6 +330,7 @@ class ControllerManager:
             log.info("waiting for the caches of %d resources to sync", len(informers))
             if not informers.wait_for_sync(stop):
                 return
+            self._metrics.term_started(controllers)
             threads = []
             for controller in controllers:
                 workers = opts.workers.get(controller.name, 1)
@@ -300,6 +344,7 @@ class ControllerManager:
                 thread.join()
             log.info("controllers stopped")
         finally:
+            self._metrics.term_ended()
             # The clients go only once the informers are done with them: closing one
             # removes its TLS files. Informers that are still running past the bound
             # are cut short by the close (their requests fail with ClientClosed).
@@ -416,6 +461,11 @@ def main(argv: list[str] | None = None) -> int:
             workers={
                 garbagecollector.NAME: args.concurrent_gc_syncs,
                 namespace.NAME: args.concurrent_namespace_syncs,
+                replicaset.REPLICASET_CONTROLLER: args.concurrent_replicaset_syncs,
+                replicaset.REPLICATION_CONTROLLER: args.concurrent_rc_syncs,
+                deployment.NAME: args.concurrent_deployment_syncs,
+                statefulset.NAME: args.concurrent_statefulset_syncs,
+                daemonset.NAME: args.concurrent_daemonset_syncs,
                 endpoints.NAME: args.concurrent_endpoint_syncs,
                 job.NAME: args.concurrent_job_syncs,
                 cronjob.NAME: args.concurrent_cron_job_syncs,
@@ -442,14 +492,46 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info("controllers: %s; apiserver %s", ", ".join(options.controllers), config.server)
-    manager = ControllerManager(config, options)
-    if args.leader_elect:
-        status = run_with_leader_election(manager, config, args, stop)
-    else:
-        manager.run(stop)
-        status = 0
+    metrics = ManagerMetrics()
+    try:
+        health = _serve_health(args, metrics, stop)
+    except (OSError, ssl.SSLError) as exc:
+        log.error("cannot serve on port %d: %s", args.secure_port, exc)
+        return 1
+    manager = ControllerManager(config, options, metrics)
+    try:
+        if args.leader_elect:
+            status = run_with_leader_election(manager, config, args, stop)
+        else:
+            manager.run(stop)
+            status = 0
+    finally:
+        if health is not None:
+            health.stop()
     log.info("stopped")
     return status
+
+
+def _serve_health(
+    args: argparse.Namespace, metrics: ManagerMetrics, stop: threading.Event
+) -> HealthServer | None:
+    """The HTTPS endpoint (`--secure-port`, 0: none). Healthy while the process runs;
+    ready too, as kube-controller-manager is, whether or not it leads (a standby is
+    ready to take over), until it is stopping."""
+    if args.secure_port == 0:
+        return None
+    context = serving_context(
+        args.tls_cert_file, args.tls_private_key_file, args.cert_dir, "kube-controller-manager"
+    )
+    server = HealthServer(
+        (args.bind_address, args.secure_port),
+        context,
+        metrics.registry,
+        healthz={"ping": lambda: None},
+        readyz={"shutdown": lambda: "stopping" if stop.is_set() else None},
+    )
+    server.start()
+    return server
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 `apply_defaults(kind, obj)` mutates a decoded object in place; the apiserver calls it
 on create and on update, after its own server-owned fields (uid, status) and before
 validation, the order the real apiserver follows. The values are Kubernetes' own
-(core/v1, apps/v1, batch/v1 and rbac/v1 defaulting, plus the few the real registries
-set on create), so `kubectl get -o yaml` shows what it shows against a real cluster:
+(core/v1, apps/v1, batch/v1, rbac/v1, networking/v1, scheduling/v1, autoscaling/v2,
+storage/v1 and admissionregistration/v1 defaulting, plus the few the real registries set
+on create), so `kubectl get -o yaml` shows what it shows against a real cluster:
 `imagePullPolicy`, `terminationMessagePath`, `strategy.rollingUpdate.maxSurge: 25%`...
 
 Like the real defaulters, these functions never reject anything: a field of the wrong
@@ -459,6 +460,120 @@ def _binding(binding: Object) -> None:
             subject["apiGroup"] = ""
 
 
+def _ingress(ingress: Object) -> None:
+    """Go writes the empty load balancer status (a struct is never omitted), which
+    controllers and `kubectl get -o yaml` show as `loadBalancer: {}`."""
+    _child(_child(ingress, "status"), "loadBalancer")
+
+
+def _network_policy(policy: Object) -> None:
+    """Ingress is always isolated by a policy that names no types; Egress too when the
+    policy has egress rules. Ports are TCP unless they say otherwise."""
+    spec = _child(policy, "spec")
+    for direction in ("ingress", "egress"):
+        for rule in _objects(spec.get(direction)):
+            for port in _objects(rule.get("ports")):
+                port.setdefault("protocol", "TCP")
+    if not spec.get("policyTypes"):
+        spec["policyTypes"] = ["Ingress", "Egress"] if spec.get("egress") else ["Ingress"]
+
+
+def _priority_class(priority_class: Object) -> None:
+    priority_class.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
+# autoscaling/v2's scaling behavior when a direction is left out of a given `behavior`.
+_SCALE_UP = {
+    "stabilizationWindowSeconds": 0,
+    "selectPolicy": "Max",
+    "policies": [
+        {"type": "Pods", "value": 4, "periodSeconds": 15},
+        {"type": "Percent", "value": 100, "periodSeconds": 15},
+    ],
+}
+_SCALE_DOWN = {
+    "stabilizationWindowSeconds": 300,
+    "selectPolicy": "Max",
+    "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
+}
+DEFAULT_CPU_UTILIZATION = 80
+
+
+def _horizontal_pod_autoscaler(hpa: Object) -> None:
+    """At least one replica; 80% CPU when no metric is given; a given behavior filled in
+    direction by direction (autoscaling/v2 defaulting; v1 objects arrive converted)."""
+    spec = _child(hpa, "spec")
+    # desiredReplicas is never omitted (v1 and v2), currentReplicas not in v1.
+    _status_counters(hpa, "currentReplicas", "desiredReplicas")
+    if spec.get("minReplicas") is None:
+        spec["minReplicas"] = 1
+    if not spec.get("metrics"):
+        spec["metrics"] = [
+            {
+                "type": "Resource",
+                "resource": {
+                    "name": "cpu",
+                    "target": {
+                        "type": "Utilization",
+                        "averageUtilization": DEFAULT_CPU_UTILIZATION,
+                    },
+                },
+            }
+        ]
+    behavior = spec.get("behavior")
+    if not isinstance(behavior, dict):
+        return
+    for direction, defaults in (("scaleUp", _SCALE_UP), ("scaleDown", _SCALE_DOWN)):
+        rules = _child(behavior, direction)
+        for key, value in defaults.items():
+            if rules.get(key) is None:
+                rules[key] = [dict(p) for p in value] if isinstance(value, list) else value
+
+
+def _storage_class(storage_class: Object) -> None:
+    storage_class.setdefault("reclaimPolicy", "Delete")
+    storage_class.setdefault("volumeBindingMode", "Immediate")
+
+
+_CSI_DRIVER_DEFAULTS: dict[str, Any] = {
+    "attachRequired": True,
+    "podInfoOnMount": False,
+    "requiresRepublish": False,
+    "storageCapacity": False,
+    "seLinuxMount": False,
+    "fsGroupPolicy": "ReadWriteOnceWithFSType",
+}
+
+
+def _csi_driver(driver: Object) -> None:
+    spec = _child(driver, "spec")
+    for key, value in _CSI_DRIVER_DEFAULTS.items():
+        spec.setdefault(key, value)
+    if not spec.get("volumeLifecycleModes"):
+        spec["volumeLifecycleModes"] = ["Persistent"]
+
+
+def _webhooks(mutating: bool) -> Callable[[Object], None]:
+    """admissionregistration/v1 defaults of each webhook of a configuration."""
+
+    def default(configuration: Object) -> None:
+        for hook in _objects(configuration.get("webhooks")):
+            hook.setdefault("failurePolicy", "Fail")
+            hook.setdefault("matchPolicy", "Equivalent")
+            hook.setdefault("namespaceSelector", {})
+            hook.setdefault("objectSelector", {})
+            hook.setdefault("timeoutSeconds", 10)
+            if mutating:
+                hook.setdefault("reinvocationPolicy", "Never")
+            for rule in _objects(hook.get("rules")):
+                rule.setdefault("scope", "*")
+            service = _child(hook, "clientConfig").get("service")
+            if isinstance(service, dict):
+                service.setdefault("port", 443)
+
+    return default
+
+
 _DEFAULTERS: dict[str, Callable[[Object], None]] = {
     "Pod": _pod,
     "Deployment": _deployment,
@@ -480,4 +595,12 @@ _DEFAULTERS: dict[str, Callable[[Object], None]] = {
     "ResourceQuota": _resource_quota,
     "RoleBinding": _binding,
     "ClusterRoleBinding": _binding,
+    "Ingress": _ingress,
+    "NetworkPolicy": _network_policy,
+    "PriorityClass": _priority_class,
+    "HorizontalPodAutoscaler": _horizontal_pod_autoscaler,
+    "StorageClass": _storage_class,
+    "CSIDriver": _csi_driver,
+    "MutatingWebhookConfiguration": _webhooks(mutating=True),
+    "ValidatingWebhookConfiguration": _webhooks(mutating=False),
 }

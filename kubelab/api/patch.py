@@ -204,6 +204,20 @@ _PATCH_META: Mapping[str, Mapping[_Path, tuple[str, str]]] = {
     "ClusterRole": _object(),
     "ClusterRoleBinding": _object(),
     "CertificateSigningRequest": _object(),
+    # networking, scheduling, autoscaling (v2, the stored form), storage, node,
+    # admissionregistration, apiregistration
+    "Ingress": _object(),
+    "IngressClass": _object(),
+    "NetworkPolicy": _object(),
+    "PriorityClass": _object(),
+    "HorizontalPodAutoscaler": _object(_STATUS_CONDITIONS),
+    "StorageClass": _object(),
+    "CSIDriver": _object(),
+    "VolumeAttachment": _object(),
+    "RuntimeClass": _object(),
+    "MutatingWebhookConfiguration": _object({("webhooks",): (_MERGE, "name")}),
+    "ValidatingWebhookConfiguration": _object({("webhooks",): (_MERGE, "name")}),
+    "APIService": _object(_STATUS_CONDITIONS),
     # apiextensions/v1: a CRD's versions are replaced whole (no merge key)
     "CustomResourceDefinition": _object(),
 }

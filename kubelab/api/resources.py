@@ -55,7 +55,7 @@ class Resource:
     def registry_prefix(self) -> str:
         """Storage key prefix, as the seeds draw it: /registry/<resource>/..."""
         if self.converted_from:
-            return f"/registry/{self.converted_from}/"
+            return by_group_resource(self.converted_from).registry_prefix()
         if self.group in ("", "apps", "batch", "policy", "rbac.authorization.k8s.io"):
             return f"/registry/{self.plural}/"
         return f"/registry/{self.group}/{self.plural}/"
@@ -238,6 +238,52 @@ RESOURCES: tuple[Resource, ...] = (
         categories=("api-extensions",),
         sub=_STATUS,
     ),
+    # the groups charts and operators use
+    _r("networking.k8s.io", "v1", "Ingress", "ingresses", True, ("ing",), sub=_STATUS),
+    _r("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
+    _r("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, ("netpol",)),
+    _r("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
+    # autoscaling/v2 is the stored form; v1 serves the same objects converted.
+    _r(
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        True,
+        ("hpa",),
+        categories=_ALL,
+        sub=_STATUS,
+    ),
+    _r(
+        "autoscaling",
+        "v1",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        True,
+        ("hpa",),
+        categories=_ALL,
+        sub=_STATUS,
+        converted_from="horizontalpodautoscalers.autoscaling",
+    ),
+    _r("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",)),
+    _r("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
+    _r("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", False, sub=_STATUS),
+    _r("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
+    _r(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        False,
+    ),
+    _r(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        False,
+    ),
+    _r("apiregistration.k8s.io", "v1", "APIService", "apiservices", False, sub=_STATUS),
     # authorization and authentication: create-only reviews, never stored
     _r(
         "authorization.k8s.io",
@@ -342,3 +388,12 @@ def by_kind(api_version: str, kind: str) -> Resource | None:
         if r.api_version == api_version and r.kind == kind:
             return r
     return None
+
+
+def by_group_resource(group_resource: str) -> Resource:
+    """The stored resource named "plural.group" ("events" for core): the one a converted
+    view's objects are kept as."""
+    for r in RESOURCES:
+        if r.group_resource == group_resource and r.stored and not r.converted_from:
+            return r
+    raise KeyError(group_resource)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from lab.localplane import LocalControlPlane
 
@@ -33,6 +34,10 @@ class Lab:
     @property
     def server(self) -> str:
         return self.plane.server
+
+    def session(self) -> requests.Session:
+        """Another admin HTTP session (for a watch of its own)."""
+        return self.plane.session()
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60

@@ -22,8 +22,10 @@ __all__ = ["lab"]  # pytest fixture used below
 
 FUZZ_NAMESPACE = "fuzz"
 FUZZED = (
-    r"^/(api/v1|apis/apps/v1|apis/batch/v1|apis/rbac.authorization.k8s.io/v1)/namespaces/"
-    r"\{namespace\}/(configmaps|services|pods|secrets|deployments|jobs|roles)"
+    r"^/(api/v1|apis/apps/v1|apis/batch/v1|apis/rbac.authorization.k8s.io/v1"
+    r"|apis/networking.k8s.io/v1|apis/autoscaling/v1|apis/autoscaling/v2)/namespaces/"
+    r"\{namespace\}/(configmaps|services|pods|secrets|deployments|jobs|roles"
+    r"|ingresses|networkpolicies|horizontalpodautoscalers)"
     r"(/\{name\}(/status|/scale)?)?$"
 )
 
@@ -65,16 +67,20 @@ def test_no_request_gets_a_5xx_or_a_non_status_error(data: Any, operations: Any,
 
 
 def test_everything_stored_by_the_fuzzing_is_valid(lab: Lab) -> None:
-    for group, plural in (
-        ("", "configmaps"),
-        ("", "services"),
-        ("", "pods"),
-        ("", "secrets"),
-        ("apps", "deployments"),
-        ("batch", "jobs"),
-        ("rbac.authorization.k8s.io", "roles"),
+    for group, version, plural in (
+        ("", "v1", "configmaps"),
+        ("", "v1", "services"),
+        ("", "v1", "pods"),
+        ("", "v1", "secrets"),
+        ("apps", "v1", "deployments"),
+        ("batch", "v1", "jobs"),
+        ("rbac.authorization.k8s.io", "v1", "roles"),
+        ("networking.k8s.io", "v1", "ingresses"),
+        ("networking.k8s.io", "v1", "networkpolicies"),
+        # The stored form; autoscaling/v1 writes are stored as v2 too.
+        ("autoscaling", "v2", "horizontalpodautoscalers"),
     ):
-        r = lookup(group, "v1", plural)
+        r = lookup(group, version, plural)
         assert r is not None
         listed = lab.api("GET", r.path(FUZZ_NAMESPACE)).json()
         for obj in listed["items"]:

@@ -2,10 +2,9 @@
 garbage collector's three cascades, namespace deletion, and what every new namespace
 gets (the `default` ServiceAccount, the `kube-root-ca.crt` ConfigMap).
 
-No Deployment or ReplicaSet controller exists yet, so the tests build the ownership
-tree a Deployment would have by hand: a Deployment, a ReplicaSet naming it as its owner,
-a Pod naming the ReplicaSet, each reference with `blockOwnerDeletion` as those
-controllers set it.
+The ownership tree the cascades act on is the one the Deployment and ReplicaSet
+controllers build: a Deployment, its ReplicaSet, the ReplicaSet's pod, each reference
+with `blockOwnerDeletion`.
 """
 
 from __future__ import annotations
@@ -49,35 +48,22 @@ def _apply(lab: Lab, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _deployment_tree(lab: Lab, namespace: str) -> None:
-    """Deployment web -> ReplicaSet web-1 -> Pod web-1-a."""
+def _deployment_tree(lab: Lab, namespace: str) -> tuple[str, str]:
+    """Deployment web -> its ReplicaSet -> its pod, as the controllers make them; the
+    names of the ReplicaSet and the pod."""
     lab.kubectl("apply", "-n", namespace, "-f", "-", input=DEPLOYMENT)
-    deploy = lab.kubectl_json("get", "deployment", "web", "-n", namespace)
-    template = deploy["spec"]["template"]
-    rs = _apply(
-        lab,
-        namespace,
-        {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "web-1", "ownerReferences": [_owner_ref(deploy)]},
-            "spec": {"replicas": 1, "selector": deploy["spec"]["selector"], "template": template},
-        },
-    )
-    _apply(
-        lab,
-        namespace,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": "web-1-a",
-                "labels": template["metadata"]["labels"],
-                "ownerReferences": [_owner_ref(rs)],
-            },
-            "spec": template["spec"],
-        },
-    )
+    found: dict[str, str] = {}
+
+    def built() -> bool:
+        pods = lab.api("GET", f"/api/v1/namespaces/{namespace}/pods").json()["items"]
+        if len(pods) != 1:
+            return False
+        found["pod"] = pods[0]["metadata"]["name"]
+        found["rs"] = pods[0]["metadata"]["ownerReferences"][0]["name"]
+        return True
+
+    lab.until(built, "the deployment's ReplicaSet and pod")
+    return found["rs"], found["pod"]
 
 
 def _exists(lab: Lab, namespace: str, what: str) -> bool:
@@ -88,29 +74,29 @@ def _exists(lab: Lab, namespace: str, what: str) -> bool:
 
 
 def test_foreground_deletion_returns_once_the_dependents_are_gone(lab: Lab, namespace: str) -> None:
-    _deployment_tree(lab, namespace)
+    rs, pod = _deployment_tree(lab, namespace)
     lab.kubectl("delete", "deployment", "web", "-n", namespace, "--cascade=foreground")
     # kubectl waited for the Deployment, which waited for its blocking dependents.
-    for what in ("deployment/web", "replicaset/web-1", "pod/web-1-a"):
+    for what in ("deployment/web", f"replicaset/{rs}", f"pod/{pod}"):
         assert not _exists(lab, namespace, what), what
 
 
 def test_orphan_deletion_keeps_the_dependents_without_their_owner(lab: Lab, namespace: str) -> None:
-    _deployment_tree(lab, namespace)
+    rs_name, pod_name = _deployment_tree(lab, namespace)
     lab.kubectl("delete", "deployment", "web", "-n", namespace, "--cascade=orphan")
     assert not _exists(lab, namespace, "deployment/web")
-    rs = lab.kubectl_json("get", "replicaset", "web-1", "-n", namespace)
+    rs = lab.kubectl_json("get", "replicaset", rs_name, "-n", namespace)
     assert not rs["metadata"].get("ownerReferences")
     assert not rs["metadata"].get("deletionTimestamp")
-    pod = lab.kubectl_json("get", "pod", "web-1-a", "-n", namespace)
-    assert [r["name"] for r in pod["metadata"]["ownerReferences"]] == ["web-1"]
+    pod = lab.kubectl_json("get", "pod", pod_name, "-n", namespace)
+    assert [r["name"] for r in pod["metadata"]["ownerReferences"]] == [rs_name]
 
 
 def test_background_deletion_collects_the_dependents_afterwards(lab: Lab, namespace: str) -> None:
-    _deployment_tree(lab, namespace)
+    rs, pod = _deployment_tree(lab, namespace)
     lab.kubectl("delete", "deployment", "web", "-n", namespace)
-    lab.wait_gone(f"/apis/apps/v1/namespaces/{namespace}/replicasets/web-1")
-    lab.wait_gone(f"/api/v1/namespaces/{namespace}/pods/web-1-a")
+    lab.wait_gone(f"/apis/apps/v1/namespaces/{namespace}/replicasets/{rs}")
+    lab.wait_gone(f"/api/v1/namespaces/{namespace}/pods/{pod}")
 
 
 def test_a_dependent_of_an_owner_with_the_same_name_but_another_uid_is_collected(

@@ -91,7 +91,7 @@ def pod_body(
     memory: str = "128Mi",
     *,
     node_name: str = "",
-    priority: int | None = None,
+    priority_class: str = "",
     scheduler_name: str = "",
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
@@ -107,8 +107,9 @@ def pod_body(
     }
     if node_name:
         spec["nodeName"] = node_name
-    if priority is not None:
-        spec["priority"] = priority
+    if priority_class:
+        # The Priority admission plugin sets spec.priority from the class.
+        spec["priorityClassName"] = priority_class
     if scheduler_name:
         spec["schedulerName"] = scheduler_name
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
@@ -213,10 +214,24 @@ def test_a_pod_that_fits_nowhere_waits_for_a_node_that_fits(
 
 def test_a_higher_priority_pod_preempts_a_lower_one(lab: Lab, namespace: str, nodes: Nodes) -> None:
     only = nodes.add("only", "2", "4Gi")
-    for name in ("low-a", "low-b"):
-        create_pod(lab, namespace, pod_body(name, namespace, "1", "1Gi", priority=0))
+    urgent_class = f"urgent-{namespace}"
+    made = lab.api(
+        "POST",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        json={
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": urgent_class},
+            "value": 1000,
+        },
+    )
+    assert made.status_code == 201, made.text
+    for name in ("low-a", "low-b"):  # no class: priority 0
+        create_pod(lab, namespace, pod_body(name, namespace, "1", "1Gi"))
     assert {bound_to(lab, namespace, n) for n in ("low-a", "low-b")} == {only}
-    create_pod(lab, namespace, pod_body("urgent", namespace, "1", "1Gi", priority=1000))
+    create_pod(
+        lab, namespace, pod_body("urgent", namespace, "1", "1Gi", priority_class=urgent_class)
+    )
     assert bound_to(lab, namespace, "urgent", timeout=60) == only
     left = [
         name
@@ -227,6 +242,7 @@ def test_a_higher_priority_pod_preempts_a_lower_one(lab: Lab, namespace: str, no
     (victim,) = {"low-a", "low-b"} - set(left)
     preempted = wait_event(lab, namespace, victim, "Preempted")
     assert preempted["message"] == f"Preempted by pod {namespace}/urgent on node {only}"
+    lab.api("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{urgent_class}")
 
 
 def test_health_and_metrics_over_https(lab: Lab) -> None:

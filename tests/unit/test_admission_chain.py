@@ -69,7 +69,10 @@ def test_plugins_run_in_kubernetes_order_whatever_order_the_flag_lists_them() ->
         "LimitRanger",
         "ServiceAccount",
         "NodeRestriction",
+        "Priority",
         "DefaultTolerationSeconds",
+        "MutatingAdmissionWebhook",
+        "ValidatingAdmissionWebhook",
         "ResourceQuota",
     )
 

@@ -19,10 +19,17 @@ def _resource(group: str, version: str, plural: str) -> Resource:
     return r
 
 
-@pytest.mark.parametrize("r", [r for r in RESOURCES if r.stored], ids=lambda r: r.group_resource)
+@pytest.mark.parametrize(
+    "r", [r for r in RESOURCES if r.stored and not r.converted_from], ids=lambda r: r.group_resource
+)
 def test_every_stored_resource_has_a_strategy_of_its_own(r: Resource) -> None:
     strategy = for_resource(r)
     assert isinstance(strategy, Strategy) and strategy.resource is r
+
+
+def test_a_conversion_view_is_written_by_its_stored_resource_strategy() -> None:
+    v1 = _resource("autoscaling", "v1", "horizontalpodautoscalers")
+    assert for_resource(v1).resource is _resource("autoscaling", "v2", "horizontalpodautoscalers")
 
 
 def test_a_new_object_starts_with_the_status_its_kind_gives_it() -> None:

@@ -9,7 +9,10 @@ kubeadm enables, in that order:
 * `limit_ranger`: LimitRanger (mutating).
 * `service_account`: ServiceAccount (mutating).
 * `node_restriction`: NodeRestriction (validating).
+* `priority`: Priority (mutating for pods, validating for PriorityClasses).
 * `default_toleration_seconds`: DefaultTolerationSeconds (mutating).
+* `webhooks`: MutatingAdmissionWebhook, ValidatingAdmissionWebhook (the webhooks of the
+  admissionregistration.k8s.io configurations, over HTTPS).
 * `resource_quota`: ResourceQuota (validating).
 
 Always on, ahead of them: `rbac_escalation` (as Kubernetes' RBAC registry does it).

@@ -25,9 +25,11 @@ from .interfaces import (
 from .limit_ranger import LimitRanger
 from .namespace_lifecycle import NamespaceLifecycle
 from .node_restriction import NodeRestriction
+from .priority import Priority
 from .rbac_escalation import RBACEscalation
 from .resource_quota import ResourceQuota
 from .service_account import ServiceAccount
+from .webhooks import MutatingAdmissionWebhook, ValidatingAdmissionWebhook
 
 PLUGINS: dict[str, Factory] = {
     plugin.NAME: plugin
@@ -36,7 +38,10 @@ PLUGINS: dict[str, Factory] = {
         LimitRanger,
         ServiceAccount,
         NodeRestriction,
+        Priority,
         DefaultTolerationSeconds,
+        MutatingAdmissionWebhook,
+        ValidatingAdmissionWebhook,
         ResourceQuota,
     )
 }

@@ -8,7 +8,8 @@ them in ``pkg/registry/<group>/<kind>/strategy.go``; the others share one of the
 variants in `generic`:
 
 * `StatusResetStrategy`: Deployment, ReplicaSet, DaemonSet, StatefulSet, Job, CronJob,
-  ResourceQuota, PodDisruptionBudget (and, in `core`, Service and ReplicationController;
+  ResourceQuota, PodDisruptionBudget, Ingress, HorizontalPodAutoscaler,
+  VolumeAttachment, APIService (and, in `core`, Service and ReplicationController;
   in `certificates`, CertificateSigningRequest, which also records its requester);
 * `NoGenerationStrategy`: Event, Endpoints, EndpointSlice, ConfigMap, Secret, Lease.
 """
@@ -47,6 +48,11 @@ _STRATEGIES: dict[str, type[Strategy]] = {
     ),
     # policy
     "poddisruptionbudgets.policy": StatusResetStrategy,
+    # networking, autoscaling, storage, apiregistration
+    "ingresses.networking.k8s.io": StatusResetStrategy,
+    "horizontalpodautoscalers.autoscaling": StatusResetStrategy,
+    "volumeattachments.storage.k8s.io": StatusResetStrategy,
+    "apiservices.apiregistration.k8s.io": StatusResetStrategy,
     # apiextensions
     "customresourcedefinitions.apiextensions.k8s.io": (
         apiextensions.CustomResourceDefinitionStrategy
@@ -56,8 +62,12 @@ _STRATEGIES: dict[str, type[Strategy]] = {
     "endpointslices.discovery.k8s.io": NoGenerationStrategy,
 }
 
+# Keyed by group resource: a conversion view (autoscaling/v1 HPAs) is written through its
+# stored resource, and shares that resource's strategy.
 _BY_RESOURCE: dict[str, Strategy] = {
-    r.group_resource: _STRATEGIES.get(r.group_resource, Strategy)(r) for r in RESOURCES if r.stored
+    r.group_resource: _STRATEGIES.get(r.group_resource, Strategy)(r)
+    for r in RESOURCES
+    if r.stored and not r.converted_from
 }
 
 

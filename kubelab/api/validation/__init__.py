@@ -9,7 +9,9 @@ update `old` is the stored object and the kind's immutability rules apply too.
 Kinds without rules of their own (unknown kinds, ServiceAccounts, ...) get metadata
 validation only. The modules follow the API's own grouping: `meta`; `pods` with
 `volumes`, `scheduling` and `compute`; `workloads` with `schedule`; `services`;
-`config`; `cluster`; `policy`; `storage`; `rbac`. `formats` and `fields` hold the
+`config`; `cluster`; `policy`; `storage`; `rbac`; `networking`; `autoscaling`;
+`classes` (priority, runtime and storage classes, CSI drivers, volume attachments,
+APIServices); `admissionregistration` (webhook configurations). `formats` and `fields` hold the
 string formats and field helpers they share.
 """
 
@@ -20,8 +22,12 @@ from typing import Any
 
 from kubelab.api.resources import RESOURCES
 from kubelab.api.validation import (
+    admissionregistration,
+    autoscaling,
+    classes,
     cluster,
     config,
+    networking,
     pods,
     policy,
     rbac,
@@ -69,6 +75,20 @@ _CHECKS: dict[str, Check] = {
     "ClusterRole": rbac.validate_cluster_role,
     "RoleBinding": rbac.validate_role_binding,
     "ClusterRoleBinding": rbac.validate_cluster_role_binding,
+    "Ingress": networking.validate_ingress,
+    "IngressClass": networking.validate_ingress_class,
+    "NetworkPolicy": networking.validate_network_policy,
+    "PriorityClass": classes.validate_priority_class,
+    "HorizontalPodAutoscaler": autoscaling.validate_horizontal_pod_autoscaler,
+    "StorageClass": classes.validate_storage_class,
+    "CSIDriver": classes.validate_csi_driver,
+    "VolumeAttachment": classes.validate_volume_attachment,
+    "RuntimeClass": classes.validate_runtime_class,
+    "APIService": classes.validate_api_service,
+    "MutatingWebhookConfiguration": (admissionregistration.validate_mutating_webhook_configuration),
+    "ValidatingWebhookConfiguration": (
+        admissionregistration.validate_validating_webhook_configuration
+    ),
 }
 
 # Rules for creation only: what may exist later but not be created with the object.
@@ -91,6 +111,12 @@ _UPDATE_CHECKS: dict[str, UpdateCheck] = {
     "PersistentVolumeClaim": storage.validate_persistent_volume_claim_update,
     "RoleBinding": rbac.validate_binding_update,
     "ClusterRoleBinding": rbac.validate_binding_update,
+    "IngressClass": networking.validate_ingress_class_update,
+    "PriorityClass": classes.validate_priority_class_update,
+    "StorageClass": classes.validate_storage_class_update,
+    "CSIDriver": classes.validate_csi_driver_update,
+    "VolumeAttachment": classes.validate_volume_attachment_update,
+    "RuntimeClass": classes.validate_runtime_class_update,
 }
 
 _NAMESPACED = {resource.kind: resource.namespaced for resource in RESOURCES}

@@ -78,6 +78,8 @@ _NAME_RULES: dict[str, NameRule] = {
     "ClusterRoleBinding": name_is_path_segment,
     "CertificateSigningRequest": name_is_path_segment,
     "Event": name_is_path_segment,
+    # "<version>.<group>", "v1." for the core group (checked by validate_api_service).
+    "APIService": name_is_path_segment,
 }
 
 

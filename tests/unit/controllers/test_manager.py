@@ -42,8 +42,8 @@ def test_controllers_are_chosen_as_kube_controller_manager_chooses_them() -> Non
     ], "the older names still work"
     assert enabled_controllers("namespace,-namespace") == ["namespace-controller"], "first wins"
     assert "namespace-controller" not in enabled_controllers("-namespace,*")
-    with pytest.raises(ValueError, match="'deployment' is not a known controller"):
-        enabled_controllers("*,deployment")
+    with pytest.raises(ValueError, match="'no-such-controller' is not a known controller"):
+        enabled_controllers("*,no-such-controller")
 
 
 def test_flags_are_spelled_as_go_spells_them() -> None:
