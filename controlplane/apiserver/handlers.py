@@ -75,7 +75,7 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
     sub, verb = info.subresource, info.verb
     if sub not in r.subresources:
         raise errors.StatusError(404, "NotFound", f"{r.group_resource} has no subresource {sub!r}")
-    reg = server.registry_for(r)
+    reg = server.registry
     ns = info.namespace if r.namespaced else ""
     if sub == "status":
         served = server.registry_for(r)
