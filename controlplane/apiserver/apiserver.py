@@ -45,6 +45,7 @@ from .authn import (
     load_token_file,
 )
 from .authz import BOOTSTRAP_POLICY, Authorizer
+from .crds import CRDController
 from .metrics import Metrics
 from .registry import Registry
 from .requestinfo import RequestInfo
@@ -158,6 +159,8 @@ class APIServer:
             for r in RESOURCES
             if r.converted_from
         }
+        # Custom resources come and go with their CustomResourceDefinitions.
+        self.crds = CRDController(self.registry, self.cacher, self.views, SYSTEM)
         self.issuer = TokenIssuer(
             config.service_account_signing_key,
             config.service_account_public_keys,
@@ -225,8 +228,10 @@ class APIServer:
                 f"within {timeout:.0f}s; is the store up and reachable?"
             )
         self.bootstrap()
+        self.crds.start()
 
     def stop(self) -> None:
+        self.crds.stop()
         self.cacher.stop()
         self.audit.close()
         self.client.close()
@@ -408,6 +413,7 @@ class APIServer:
         if ready:
             checks["informer-sync"] = self.cacher.ready.is_set()
             checks["poststarthook/rbac/bootstrap-roles"] = self.bootstrapped
+            checks["poststarthook/crd-informer-synced"] = self.crds.synced.is_set()
         return checks
 
     def _store_healthy(self) -> bool:

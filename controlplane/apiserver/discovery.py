@@ -16,8 +16,9 @@ What kubectl 1.37 does, and so what this module serves:
   shape is v2's but for `apiVersion`, so it costs nothing to keep.
 
 Everything here is derived from `kubelab.api.resources.RESOURCES`, so `kubectl
-api-resources` shows exactly what the apiserver routes. The documents never change while
-the process runs, which is why `serve` keeps their encoded bytes.
+api-resources` shows exactly what the apiserver routes. The documents change only when a
+CustomResourceDefinition comes or goes (`invalidate`), which is why `serve` keeps their
+encoded bytes.
 """
 
 from __future__ import annotations
@@ -346,8 +347,8 @@ def not_acceptable(supported: list[str]) -> StatusError:
 @functools.cache
 def _documents() -> dict[tuple[str, str | None], bytes]:
     """Every discovery document, encoded, by (path, aggregated version or None). Built
-    once: the table does not change while the process runs, and a fixed set of keys means
-    requests for made-up paths cannot grow the cache."""
+    once per state of the table (see `invalidate`), and a fixed set of keys means requests
+    for made-up paths cannot grow the cache."""
     docs: dict[tuple[str, str | None], JSONDict] = {
         ("/api", None): api_versions(),
         ("/apis", None): api_group_list(),
@@ -362,6 +363,11 @@ def _documents() -> dict[tuple[str, str | None], bytes]:
             path = f"/apis/{group}/{version}" if group else f"/api/{version}"
             docs[path, None] = _resource_list(group, version)
     return {key: json.dumps(doc, separators=(",", ":")).encode() for key, doc in docs.items()}
+
+
+def invalidate() -> None:
+    """The table changed (a CustomResourceDefinition came or went): rebuild on next use."""
+    _documents.cache_clear()
 
 
 def serve(path: str, accept: str | None) -> Served:

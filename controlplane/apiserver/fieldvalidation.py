@@ -129,7 +129,8 @@ def prune(r: Resource, obj: Object) -> None:
     """Drop `obj`'s unknown fields (in place) and report them, with any duplicates the
     body had, as the request's directive says: a 400 under Strict."""
     unknown: list[str] = []
-    _walk(_schema(r.group, r.version, r.kind), obj, "", unknown)
+    node = _custom.get((r.group, r.version, r.kind)) or _schema(r.group, r.version, r.kind)
+    _walk(node, obj, "", unknown)
     check = _current.get()
     if check is None or check.directive is Directive.IGNORE:
         return
@@ -165,6 +166,26 @@ class _Arr:
 
 _FREE = _Obj(None)
 _LEAF = object()
+
+
+_custom: dict[tuple[str, str, str], Any] = {}
+"""Custom resources' compiled schemas, by (group, version, kind) (see `set_custom`)."""
+
+
+def set_custom(group: str, version: str, kind: str, schema: dict[str, Any] | None) -> None:
+    """Judge objects of a custom resource's version against its structural `schema`
+    (OpenAPI v3, its metadata a reference to ObjectMeta); None: no longer served."""
+    if schema is None:
+        _custom.pop((group, version, kind), None)
+    else:
+        _custom[group, version, kind] = _Compiler(_definitions()).node(schema)
+
+
+@functools.cache
+def _definitions() -> dict[str, Any]:
+    """The built-in definitions, which a custom schema's metadata refers to (read only)."""
+    definitions: dict[str, Any] = openapi.openapi_v2()["definitions"]
+    return definitions
 
 
 @functools.cache

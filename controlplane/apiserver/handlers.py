@@ -132,7 +132,7 @@ def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInf
 
 
 def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: UserInfo) -> Response:
-    reg, strategy = server.registry, for_resource(r)
+    reg, strategy = server.registry_for(r), for_resource(r)
     if info.verb == "get":
         return json_response(strategy.to_scale(reg.get(r, ns, info.name)))
     if info.verb not in ("update", "patch"):
@@ -161,7 +161,7 @@ def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: Use
         )
     rv = str(wanted.get("metadata", {}).get("resourceVersion") or "")
     body = json.dumps(
-        {"metadata": {"resourceVersion": rv} if rv else {}, "spec": {"replicas": replicas}}
+        {"metadata": {"resourceVersion": rv} if rv else {}, **strategy.scale_patch(replicas)}
     ).encode()
     updated = reg.patch(
         r,

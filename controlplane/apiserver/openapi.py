@@ -1,4 +1,5 @@
-"""OpenAPI documents for the built-in resources: `/openapi/v2` and `/openapi/v3`.
+"""OpenAPI documents for the built-in resources: `/openapi/v2` and `/openapi/v3` (and,
+in v3, for the custom resources of the CRDs served: `set_custom`).
 
 What kubectl 1.37 fetches, and why both versions are served
 -----------------------------------------------------------
@@ -68,7 +69,7 @@ from typing import Any, TypeVar
 from controlplane.apiserver.protowire import length_delimited_field as _len_field
 from controlplane.apiserver.protowire import varint_field
 from kubelab.api.errors import StatusError
-from kubelab.api.resources import RESOURCES, Resource, groups
+from kubelab.api.resources import RESOURCES, Resource
 
 from .discovery import (
     SUBRESOURCE_VERBS,
@@ -563,10 +564,11 @@ _LOG_PARAMS = [
 _PRODUCES = ["application/json", "application/yaml"]
 _WATCH_PRODUCES = [*_PRODUCES, "application/json;stream=watch"]
 _CONSUMES = ["application/json", "application/yaml"]
+_STRATEGIC = "application/strategic-merge-patch+json"
 _PATCH_CONSUMES = [
     "application/json-patch+json",
     "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
+    _STRATEGIC,
     "application/apply-patch+yaml",
 ]
 
@@ -843,10 +845,9 @@ def _spec() -> _Spec:
         builder.kind(GroupVersionKind("", "v1", kind))
     # Every group version accepts meta/v1 DeleteOptions and streams meta/v1 WatchEvents,
     # and says so, as kube-apiserver does.
-    for group, versions in groups():
-        for version in versions:
-            for name in (DELETE_OPTIONS, WATCH_EVENT):
-                builder.mark(name, GroupVersionKind(group, version, _short(name)))
+    for group, version in dict.fromkeys((r.group, r.version) for r in RESOURCES):
+        for name in (DELETE_OPTIONS, WATCH_EVENT):
+            builder.mark(name, GroupVersionKind(group, version, _short(name)))
     document = {
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": SPEC_VERSION},
@@ -903,7 +904,7 @@ def _v3_schema(schema: JSONDict) -> JSONDict:
         return out
     target = schema["$ref"][len(_V2_REF) :]
     ref = {"$ref": _V3_REF + target}
-    inherited = _spec().document["definitions"][target].get("description")
+    inherited = (_spec().document["definitions"].get(target) or {}).get("description")
     if not out or out == {"description": inherited}:
         return ref | out
     return out | {"allOf": [ref]}
@@ -970,8 +971,12 @@ def _v3_path_item(item: JSONDict) -> JSONDict:
 def _v3_document(gv: str) -> JSONDict:
     spec = _spec()
     v2_paths = spec.document["paths"]
-    definitions = spec.document["definitions"]
     paths = {p: item for p, item in v2_paths.items() if spec.path_group_versions[p] == gv}
+    return _v3_from(paths, spec.document["definitions"])
+
+
+def _v3_from(paths: JSONDict, definitions: JSONDict) -> JSONDict:
+    """The v3 document of Swagger 2.0 `paths`, with the `definitions` they reach."""
     names = _closure(_references(paths), definitions)
     return {
         "openapi": "3.0.0",
@@ -1012,13 +1017,64 @@ def _v2_protobuf() -> _Encoded:
 
 
 @_locked
-def _v3_documents() -> dict[str, _Encoded]:
-    """Every group version's v3 document, keyed "api/v1", "apis/apps/v1", ..."""
-    keys = [_gv_key(g, v) for g, versions in groups() for v in versions]
+def _builtin_v3_documents() -> dict[str, _Encoded]:
+    """Every built-in group version's v3 document, keyed "api/v1", "apis/apps/v1", ..."""
+    keys = dict.fromkeys(_gv_key(r.group, r.version) for r in RESOURCES)
     return {key: _Encoded.json(_v3_document(key)) for key in keys}
 
 
-@_locked
+_custom_v3: dict[str, _Encoded] = {}
+"""The custom resources' group versions' v3 documents (see `set_custom`)."""
+
+
+def _v3_documents() -> dict[str, _Encoded]:
+    return {**_builtin_v3_documents(), **_custom_v3}
+
+
+def set_custom(served: Iterable[tuple[Resource, JSONDict]]) -> None:
+    """Publish the custom resources served, each version with its CRD's schema (Swagger
+    2.0 references, its metadata one to ObjectMeta), as v3 documents of their group
+    versions: `kubectl explain` reads them, and kubectl leaves field validation to the
+    server when a PATCH operation for the kind says it takes `fieldValidation`."""
+    by_gv: dict[str, list[tuple[Resource, JSONDict]]] = {}
+    for resource, schema in served:
+        by_gv.setdefault(_gv_key(resource.group, resource.version), []).append((resource, schema))
+    documents = {key: _Encoded.json(_custom_document(items)) for key, items in by_gv.items()}
+    global _custom_v3
+    with _lock:
+        _custom_v3 = documents
+
+
+def _custom_document(served: list[tuple[Resource, JSONDict]]) -> JSONDict:
+    builder = _SchemaBuilder()
+    paths: JSONDict = {}
+    for resource, schema in served:
+        paths.update(_resource_paths(resource, builder))
+        gvk = GroupVersionKind(resource.group, resource.version, resource.kind)
+        name = builder.kind(gvk)
+        builder.definitions[name] = schema | {"x-kubernetes-group-version-kind": [gvk.as_dict()]}
+        list_gvk = GroupVersionKind(resource.group, resource.version, resource.list_kind)
+        builder.definitions[builder.kind(list_gvk)] = {
+            "description": f"{resource.list_kind} is a list of {resource.kind}.",
+            "type": "object",
+            "required": ["items"],
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "items": {"type": "array", "items": _ref(name)},
+                "metadata": _ref(_META + "ListMeta"),
+            },
+            "x-kubernetes-group-version-kind": [list_gvk.as_dict()],
+        }
+    # A custom resource takes no strategic merge patch (its lists have no merge keys):
+    # kubectl then computes a JSON merge patch for `apply`, as it does for Kubernetes.
+    for item in paths.values():
+        for op in item.values():
+            if isinstance(op, dict) and _STRATEGIC in op.get("consumes", ()):
+                op["consumes"] = [c for c in op["consumes"] if c != _STRATEGIC]
+    return _v3_from(paths, {**_spec().document["definitions"], **builder.definitions})
+
+
 def _v3_index() -> _Encoded:
     return _Encoded.json(
         {

@@ -30,6 +30,7 @@ Cells are str, int or bool, so the table is plain JSON.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -44,6 +45,7 @@ from kubelab.api.selectors import (
     selector_from_label_selector,
     selector_from_set,
 )
+from kubelab.api.structural import json_path
 
 from .negotiation import partial_object
 
@@ -1457,6 +1459,40 @@ def _embedded(obj: Obj, include_object: str) -> Any:
     if include_object == "Object":
         return obj
     return partial_object(obj)
+
+
+def set_custom_printer(group_resource: str, columns: list[dict[str, Any]] | None) -> None:
+    """Print a custom resource with its CRD's additionalPrinterColumns (name, type,
+    jsonPath, description, priority, format): after the name, each column's value at its
+    path, a ``date`` as an age, as kube-apiserver does. None: no longer served."""
+    if columns is None:
+        _PRINTERS.pop(group_resource, None)
+        return
+    paths = [(str(c["jsonPath"]), c.get("type") == "date") for c in columns]
+
+    def cells(resource: Resource, obj: Obj, now: datetime) -> list[Cell]:
+        out: list[Cell] = [_name(obj)]
+        for path, is_date in paths:
+            value = json_path(obj, path)
+            if is_date and value:
+                out.append(_since(value, now))
+            elif isinstance(value, (str, int, bool)):
+                out.append(value)
+            else:  # nothing there (kubectl shows <none>), or a float, list or object
+                out.append("<none>" if value is None else json.dumps(value))
+        return out
+
+    defined = tuple(
+        _Column(
+            str(c["name"]),
+            "string" if c.get("type") == "date" else str(c.get("type", "string")),
+            str(c.get("description", "")),
+            int(c.get("priority", 0)),
+            str(c.get("format", "")),
+        )
+        for c in columns
+    )
+    _PRINTERS[group_resource] = _Printer((_NAME, *defined), cells)
 
 
 def to_table(

@@ -260,6 +260,10 @@ class Cacher:
             ResourceCache(r, capacity) for r in resources if r.stored and not r.converted_from
         ]
         self._by_prefix = sorted(self.caches, key=lambda c: -len(c.prefix))
+        self.capacity = capacity
+        self._unclaimed: dict[str, Object] = {}
+        """Objects under /registry/ that no cache owns: a custom resource's, while its
+        CustomResourceDefinition is not (yet, or any more) served."""
         self.revision = 0
         self._cond = threading.Condition()
         self._stopped = threading.Event()
@@ -285,10 +289,41 @@ class Cacher:
             self._cond.notify_all()
 
     def cache_for(self, resource: Resource) -> ResourceCache:
+        """The cache of `resource`'s objects (one for all versions of a custom resource:
+        they share the storage prefix)."""
+        prefix = resource.registry_prefix()
         for c in self.caches:
-            if c.resource == resource:
+            if c.resource == resource or c.prefix == prefix:
                 return c
         raise KeyError(resource.group_resource)
+
+    def serve(self, resource: Resource) -> None:
+        """Cache a resource that came to be served while running (a CRD's): the objects
+        of it already seen move in. Its history starts now: a watch from an older
+        resourceVersion gets 410 and re-lists."""
+        with self._cond:
+            prefix = resource.registry_prefix()
+            if any(c.prefix == prefix for c in self.caches):
+                return
+            cache = ResourceCache(resource, self.capacity)
+            cache.oldest = self.revision
+            for key in [k for k in self._unclaimed if cache.owns(k)]:
+                cache.put(key, self._unclaimed.pop(key))
+            self.caches.append(cache)
+            self._by_prefix = sorted(self.caches, key=lambda c: -len(c.prefix))
+
+    def unserve(self, resource: Resource) -> None:
+        """Stop caching a resource no longer served; its watches end, its remaining
+        objects (if any) go back to the unclaimed ones."""
+        with self._cond:
+            prefix = resource.registry_prefix()
+            for cache in [c for c in self.caches if c.prefix == prefix]:
+                for w in cache.all_watchers():
+                    w.close(f"{resource.group_resource} is no longer served")
+                    cache.remove_watcher(w)
+                self._unclaimed.update(cache.objects)
+                self.caches.remove(cache)
+            self._by_prefix = sorted(self.caches, key=lambda c: -len(c.prefix))
 
     def _run(self) -> None:
         backoff = 0.1
@@ -321,10 +356,13 @@ class Cacher:
             for c in self.caches:
                 c.clear()
                 c.oldest = revision
+            self._unclaimed.clear()
             for key, obj in objects:
                 cache = self._owner(key)
                 if cache is not None:
                     cache.put(key, obj)
+                else:
+                    self._unclaimed[key] = obj
             self.revision = revision
             self._cond.notify_all()
         self.ready.set()
@@ -368,9 +406,10 @@ class Cacher:
                 key = ev.kv.key.decode()
                 cache = self._owner(key)
                 revision = ev.kv.mod_revision
-                if cache is None:
-                    continue
                 try:
+                    if cache is None:
+                        self._keep_unclaimed(key, ev)
+                        continue
                     self._record(cache, key, ev, revision)
                 except ValueError as exc:
                     # Not an API object (written by hand?): skip it rather than lose the
@@ -398,6 +437,14 @@ class Cacher:
             cache.put(key, obj)
             kind = ADDED if ev.kv.version == 1 or prev is None else MODIFIED
             cache.record(Event(kind, key, obj, prev, revision))
+
+    def _keep_unclaimed(self, key: str, ev: storeclient.Event) -> None:
+        if ev.type == "DELETE":
+            self._unclaimed.pop(key, None)
+            return
+        # Allocation markers (/registry/ranges/...) are not API objects: not kept.
+        with contextlib.suppress(ValueError):
+            self._unclaimed[key] = decode(ev.kv)
 
     def _owner(self, key: str) -> ResourceCache | None:
         for c in self._by_prefix:

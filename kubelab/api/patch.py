@@ -218,6 +218,8 @@ _PATCH_META: Mapping[str, Mapping[_Path, tuple[str, str]]] = {
     "MutatingWebhookConfiguration": _object({("webhooks",): (_MERGE, "name")}),
     "ValidatingWebhookConfiguration": _object({("webhooks",): (_MERGE, "name")}),
     "APIService": _object(_STATUS_CONDITIONS),
+    # apiextensions/v1: a CRD's versions are replaced whole (no merge key)
+    "CustomResourceDefinition": _object(),
 }
 
 

@@ -228,6 +228,16 @@ RESOURCES: tuple[Resource, ...] = (
         sub={"status": "", "approval": ""},
     ),
     _r("events.k8s.io", "v1", "Event", "events", True, ("ev",), converted_from="events"),
+    _r(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        False,
+        ("crd", "crds"),
+        categories=("api-extensions",),
+        sub=_STATUS,
+    ),
     # the groups charts and operators use
     _r("networking.k8s.io", "v1", "Ingress", "ingresses", True, ("ing",), sub=_STATUS),
     _r("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
@@ -334,10 +344,27 @@ RESOURCES: tuple[Resource, ...] = (
 )
 
 
+# The resources of the CustomResourceDefinitions being served, set by the apiserver's
+# CRD controller (`controlplane.apiserver.crds`) as CRDs come and go; the lookups below
+# see them after the built-in ones, so a CRD can never shadow a built-in resource.
+_custom: tuple[Resource, ...] = ()
+
+
+def set_custom(custom: tuple[Resource, ...]) -> None:
+    """Replace the custom resources served (one entry per served version)."""
+    global _custom
+    _custom = custom
+
+
+def served() -> tuple[Resource, ...]:
+    """The built-in resources, then the custom ones."""
+    return RESOURCES + _custom
+
+
 def groups() -> list[tuple[str, list[str]]]:
     """API groups in discovery order (core first), each with its versions."""
     seen: dict[str, list[str]] = {}
-    for r in RESOURCES:
+    for r in served():
         versions = seen.setdefault(r.group, [])
         if r.version not in versions:
             versions.append(r.version)
@@ -345,11 +372,11 @@ def groups() -> list[tuple[str, list[str]]]:
 
 
 def in_group_version(group: str, version: str) -> list[Resource]:
-    return [r for r in RESOURCES if r.group == group and r.version == version]
+    return [r for r in served() if r.group == group and r.version == version]
 
 
 def lookup(group: str, version: str, plural: str) -> Resource | None:
-    for r in RESOURCES:
+    for r in served():
         if r.group == group and r.version == version and r.plural == plural:
             return r
     return None
@@ -357,7 +384,7 @@ def lookup(group: str, version: str, plural: str) -> Resource | None:
 
 def by_kind(api_version: str, kind: str) -> Resource | None:
     """The resource an object of this apiVersion and kind is stored as."""
-    for r in RESOURCES:
+    for r in served():
         if r.api_version == api_version and r.kind == kind:
             return r
     return None

@@ -21,7 +21,7 @@ from controlplane.apiserver.watchcache import (
     TooOldResourceVersion,
 )
 from kubelab import storeclient
-from kubelab.api.resources import lookup
+from kubelab.api.resources import Resource, lookup
 
 PODS = lookup("", "v1", "pods")
 assert PODS is not None
@@ -252,3 +252,33 @@ def test_a_watch_pinned_to_a_node_is_offered_only_that_nodes_pods(
     assert cacher.watcher_count() == 1
     cacher.unwatch(PODS, w)
     assert cacher.watcher_count() == 0
+
+
+WIDGETS = Resource("example.com", "v1", "Widget", "widgets", True)
+
+
+def _widget(name: str) -> Object:
+    return {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}}
+
+
+def test_a_custom_resource_served_later_takes_the_objects_already_seen(
+    cacher: Cacher, store: ScriptedStore
+) -> None:
+    """Custom objects written before their CRD is served (or listed at start-up, before
+    the CRD controller ran) are kept aside, and move into the resource's cache when it
+    is served; once unserved, its watches end."""
+    store.put(11, "/registry/example.com/widgets/ns/w1", _widget("w1"), 1)
+    cacher.wait_fresh(11)
+    with pytest.raises(KeyError):
+        cacher.cache_for(WIDGETS)
+    cacher.serve(WIDGETS)
+    items, _ = cacher.list_objects(WIDGETS, "/registry/example.com/widgets/", _everything)
+    assert [i["metadata"]["name"] for i in items] == ["w1"]
+    w, first, _ = cacher.watch(WIDGETS, "/registry/example.com/widgets/", _everything, None)
+    assert [e.object["metadata"]["name"] for e in first] == ["w1"]
+    store.put(12, "/registry/example.com/widgets/ns/w2", _widget("w2"), 1)
+    assert [(e.type, e.revision) for e in _drain(cacher, w, 1)] == [(ADDED, 12)]
+    other_version = Resource("example.com", "v2", "Widget", "widgets", True)
+    assert cacher.cache_for(other_version) is cacher.cache_for(WIDGETS)
+    cacher.unserve(WIDGETS)
+    assert w.closed and "no longer served" in w.reason

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from kubelab.api.resources import RESOURCES, Resource
 
-from . import certificates, core
+from . import apiextensions, certificates, core
 from .generic import NoGenerationStrategy, StatusResetStrategy, Strategy, now_rfc3339
 
-__all__ = ["Strategy", "for_resource", "now_rfc3339"]
+__all__ = ["Strategy", "for_resource", "now_rfc3339", "register", "unregister"]
 
 _STRATEGIES: dict[str, type[Strategy]] = {
     # core
@@ -53,6 +53,10 @@ _STRATEGIES: dict[str, type[Strategy]] = {
     "horizontalpodautoscalers.autoscaling": StatusResetStrategy,
     "volumeattachments.storage.k8s.io": StatusResetStrategy,
     "apiservices.apiregistration.k8s.io": StatusResetStrategy,
+    # apiextensions
+    "customresourcedefinitions.apiextensions.k8s.io": (
+        apiextensions.CustomResourceDefinitionStrategy
+    ),
     # coordination, discovery
     "leases.coordination.k8s.io": NoGenerationStrategy,
     "endpointslices.discovery.k8s.io": NoGenerationStrategy,
@@ -65,6 +69,16 @@ _BY_RESOURCE: dict[str, Strategy] = {
     for r in RESOURCES
     if r.stored and not r.converted_from
 }
+
+
+def register(strategy: Strategy) -> None:
+    """Use `strategy` for its resource from now on (a custom resource's, whose rules come
+    from its CustomResourceDefinition: see `controlplane.apiserver.crds`)."""
+    _BY_RESOURCE[strategy.resource.group_resource] = strategy
+
+
+def unregister(group_resource: str) -> None:
+    _BY_RESOURCE.pop(group_resource, None)
 
 
 def for_resource(r: Resource) -> Strategy:

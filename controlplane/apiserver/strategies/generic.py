@@ -170,6 +170,11 @@ class Strategy:
         labels: Object = selector.get("matchLabels", selector)
         return labels
 
+    def scale_patch(self, replicas: int) -> Object:
+        """The merge patch a Scale update makes to the object (a custom resource keeps
+        its replicas where its CRD says)."""
+        return {"spec": {"replicas": replicas}}
+
     def to_scale(self, obj: Object) -> Object:
         """The autoscaling/v1 Scale view of the object (``kubectl scale``)."""
         meta = obj["metadata"]

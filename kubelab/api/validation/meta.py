@@ -32,7 +32,13 @@ NameRule = Callable[[str, bool], list[str]]
 
 METADATA = Path("metadata")
 TOTAL_ANNOTATION_SIZE = 256 * 1024
-STANDARD_FINALIZERS = ("kubernetes", "orphan", "foregroundDeletion")
+# The last is the CRD cleanup finalizer, which the apiserver sets on every CRD itself.
+STANDARD_FINALIZERS = (
+    "kubernetes",
+    "orphan",
+    "foregroundDeletion",
+    "customresourcecleanup.apiextensions.k8s.io",
+)
 
 
 def _mask_trailing_dash(name: str) -> str:

@@ -1,0 +1,312 @@
+"""CustomResourceDefinitions with the real kubectl and the official client: a CRD
+written is served (discovery, CRUD, watch), its schema validates, prunes and defaults,
+its status and scale subresources and printer columns work, and deleting it deletes
+its objects."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.testenv import Environment
+
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
+
+
+def kubectl(env: Environment, *args: str, stdin: str = "", check: bool = True) -> str:
+    done = subprocess.run(
+        [KUBECTL, f"--kubeconfig={env.kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
+    return done.stdout if check else done.stdout + done.stderr
+
+
+def crd_manifest(group: str, scope: str = "Namespaced") -> dict[str, Any]:
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["size"],
+                "properties": {
+                    "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                    "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+                    "replicas": {"type": "integer", "default": 1},
+                    "scaling": {
+                        "type": "object",
+                        "properties": {"count": {"type": "integer"}},
+                    },
+                    "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                },
+            },
+            "status": {
+                "type": "object",
+                "properties": {"phase": {"type": "string"}, "replicas": {"type": "integer"}},
+            },
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {
+                "plural": "widgets",
+                "singular": "widget",
+                "kind": "Widget",
+                "shortNames": ["wdg"],
+                "categories": ["all"],
+            },
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.scaling.count",
+                            "statusReplicasPath": ".status.replicas",
+                        },
+                    },
+                    "additionalPrinterColumns": [
+                        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                        {"name": "Color", "type": "string", "jsonPath": ".spec.color"},
+                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                    ],
+                },
+                {
+                    "name": "v1beta1",
+                    "served": True,
+                    "storage": False,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": {"status": {}},
+                },
+            ],
+        },
+    }
+
+
+def wait_established(env: Environment, name: str) -> None:
+    kubectl(env, "wait", "--for=condition=Established", f"crd/{name}", "--timeout=20s")
+
+
+@pytest.fixture
+def group(apiserver: Environment) -> Iterator[str]:
+    group = f"g{uuid.uuid4().hex[:8]}.example.com"
+    kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(crd_manifest(group)))
+    wait_established(apiserver, f"widgets.{group}")
+    yield group
+    kubectl(apiserver, "delete", "crd", f"widgets.{group}", "--wait=false", check=False)
+
+
+def widget(name: str, group: str, **spec: Any) -> str:
+    return json.dumps(
+        {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec}
+    )
+
+
+def test_crd_is_served_and_established(apiserver: Environment, group: str) -> None:
+    resources = kubectl(apiserver, "api-resources", f"--api-group={group}", "-o", "wide")
+    assert "widgets" in resources and "wdg" in resources and "Widget" in resources
+    crd = json.loads(kubectl(apiserver, "get", "crd", f"widgets.{group}", "-o", "json"))
+    conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert conditions == {"NamesAccepted": "True", "Established": "True"}
+    assert crd["status"]["acceptedNames"]["kind"] == "Widget"
+    # Applied again with a change (kubectl sends a strategic merge patch): served anew.
+    changed = crd_manifest(group)
+    changed["spec"]["names"]["shortNames"] = ["wdg", "wg"]
+    kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(changed))
+    deadline = time.monotonic() + 10
+    while "wg" not in kubectl(apiserver, "api-resources", f"--api-group={group}"):
+        assert time.monotonic() < deadline, "the changed CRD was not served"
+        time.sleep(0.2)
+
+
+def test_custom_objects_crud_with_kubectl(
+    apiserver: Environment, group: str, namespace: str
+) -> None:
+    ns = f"--namespace={namespace}"
+    kubectl(apiserver, ns, "apply", "-f", "-", stdin=widget("one", group, size=3))
+    got = json.loads(kubectl(apiserver, ns, "get", f"widgets.{group}", "one", "-o", "json"))
+    assert got["spec"] == {"size": 3, "color": "red", "replicas": 1}  # defaulted
+    kubectl(apiserver, ns, "apply", "-f", "-", stdin=widget("one", group, size=4))
+    table = kubectl(apiserver, ns, "get", "wdg")
+    assert table.split("\n")[0].split() == ["NAME", "SIZE", "COLOR", "PHASE"]
+    assert table.split("\n")[1].split() == ["one", "4", "red", "<none>"]
+    assert f"widget.{group}/one" in kubectl(apiserver, ns, "get", "all")  # its category
+    listed = json.loads(kubectl(apiserver, ns, "get", "widgets", "-o", "json"))
+    assert [w["metadata"]["name"] for w in listed["items"]] == ["one"]
+    kubectl(apiserver, ns, "delete", "widget", "one")
+    assert "No resources found" in kubectl(apiserver, ns, "get", "widgets", check=False)
+
+
+def test_schema_validates_and_prunes(apiserver: Environment, group: str, namespace: str) -> None:
+    ns = f"--namespace={namespace}"
+    out = kubectl(
+        apiserver, ns, "create", "-f", "-", stdin=widget("big", group, size=11), check=False
+    )
+    assert "spec.size" in out and "less than or equal to 10" in out
+    out = kubectl(
+        apiserver,
+        ns,
+        "create",
+        "-f",
+        "-",
+        stdin=widget("pink", group, size=1, color="pink"),
+        check=False,
+    )
+    assert 'spec.color: Unsupported value: "pink"' in out
+    out = kubectl(apiserver, ns, "create", "-f", "-", stdin=widget("none", group), check=False)
+    assert "spec.size: Required value" in out
+    out = kubectl(
+        apiserver,
+        ns,
+        "create",
+        "-f",
+        "-",
+        stdin=widget("typo", group, size=1, colour="red"),
+        check=False,
+    )
+    assert 'unknown field "spec.colour"' in out
+    kubectl(
+        apiserver,
+        ns,
+        "create",
+        "--validate=false",
+        "-f",
+        "-",
+        stdin=widget("kept", group, size=1, colour="red", extra={"any": {"thing": 1}}),
+    )
+    got = json.loads(kubectl(apiserver, ns, "get", f"widgets.{group}", "kept", "-o", "json"))
+    assert "colour" not in got["spec"]  # pruned
+    assert got["spec"]["extra"] == {"any": {"thing": 1}}  # preserved
+
+
+def test_status_and_scale_subresources(apiserver: Environment, group: str, namespace: str) -> None:
+    from kubernetes import client, config
+
+    api = client.CustomObjectsApi(config.new_client_from_config(str(apiserver.kubeconfig)))
+    body = json.loads(widget("w", group, size=2))
+    body["status"] = {"phase": "Ignored"}
+    created = api.create_namespaced_custom_object(group, "v1", namespace, "widgets", body)
+    assert "status" not in created  # a new object's status is the controller's to write
+    api.patch_namespaced_custom_object_status(
+        group, "v1", namespace, "widgets", "w", {"status": {"phase": "Ready", "replicas": 1}}
+    )
+    kubectl(apiserver, f"--namespace={namespace}", "scale", f"widgets.{group}/w", "--replicas=3")
+    got = api.get_namespaced_custom_object(group, "v1", namespace, "widgets", "w")
+    assert got["spec"]["scaling"] == {"count": 3} and got["status"]["phase"] == "Ready"
+    # A main-resource write cannot change the status.
+    got["status"]["phase"] = "Changed"
+    api.replace_namespaced_custom_object(group, "v1", namespace, "widgets", "w", got)
+    again = api.get_namespaced_custom_object(group, "v1", namespace, "widgets", "w")
+    assert again["status"]["phase"] == "Ready"
+    scale = api.get_namespaced_custom_object_scale(group, "v1", namespace, "widgets", "w")
+    assert scale["spec"]["replicas"] == 3 and scale["status"]["replicas"] == 1
+
+
+def test_other_served_version_changes_only_api_version(
+    apiserver: Environment, group: str, namespace: str
+) -> None:
+    from kubernetes import client, config
+
+    api = client.CustomObjectsApi(config.new_client_from_config(str(apiserver.kubeconfig)))
+    body = json.loads(widget("old", group, size=5))
+    body["apiVersion"] = f"{group}/v1beta1"
+    created = api.create_namespaced_custom_object(group, "v1beta1", namespace, "widgets", body)
+    assert created["apiVersion"] == f"{group}/v1beta1"
+    stored = api.get_namespaced_custom_object(group, "v1", namespace, "widgets", "old")
+    assert stored["apiVersion"] == f"{group}/v1" and stored["spec"]["size"] == 5
+    api.patch_namespaced_custom_object_status(
+        group, "v1beta1", namespace, "widgets", "old", {"status": {"phase": "Old"}}
+    )
+    stored = api.get_namespaced_custom_object(group, "v1", namespace, "widgets", "old")
+    assert stored["apiVersion"] == f"{group}/v1" and stored["status"] == {"phase": "Old"}
+
+
+def test_watch_sees_custom_objects(apiserver: Environment, group: str, namespace: str) -> None:
+    from kubernetes import client, config, watch
+
+    api = client.CustomObjectsApi(config.new_client_from_config(str(apiserver.kubeconfig)))
+    api.create_namespaced_custom_object(
+        group, "v1", namespace, "widgets", json.loads(widget("seen", group, size=1))
+    )
+    stream = watch.Watch().stream(
+        api.list_namespaced_custom_object,
+        group,
+        "v1",
+        namespace,
+        "widgets",
+        timeout_seconds=10,
+    )
+    first = next(stream)
+    assert first["type"] == "ADDED" and first["object"]["metadata"]["name"] == "seen"
+
+
+def test_cluster_scoped_and_deleting_the_crd_deletes_objects(apiserver: Environment) -> None:
+    group = f"c{uuid.uuid4().hex[:8]}.example.com"
+    kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(crd_manifest(group, "Cluster")))
+    wait_established(apiserver, f"widgets.{group}")
+    kubectl(apiserver, "create", "-f", "-", stdin=widget("global", group, size=1))
+    assert "global" in kubectl(apiserver, "get", f"widgets.{group}")
+    kubectl(apiserver, "delete", "crd", f"widgets.{group}", "--timeout=30s")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        out = kubectl(apiserver, "api-resources", f"--api-group={group}", check=False)
+        if "widgets" not in out:
+            break
+        time.sleep(0.5)
+    assert "widgets" not in out
+    # Created again, it starts empty: the objects went with the CRD.
+    kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(crd_manifest(group, "Cluster")))
+    wait_established(apiserver, f"widgets.{group}")
+    assert "No resources found" in kubectl(apiserver, "get", f"widgets.{group}", check=False)
+    kubectl(apiserver, "delete", "crd", f"widgets.{group}", "--timeout=30s")
+
+
+def test_kubectl_explain_reads_the_crd_schema(apiserver: Environment, group: str) -> None:
+    version = f"--api-version={group}/v1"
+    out = kubectl(apiserver, "explain", "widgets.spec", version)
+    assert "size" in out and "<integer>" in out and "-required-" in out
+    out = kubectl(apiserver, "explain", "widgets.spec.color", version)
+    assert "red" in out and "blue" in out
+
+
+def test_a_kind_already_served_in_the_group_is_not_accepted(
+    apiserver: Environment, group: str
+) -> None:
+    clash = crd_manifest(group)
+    clash["metadata"]["name"] = f"gadgets.{group}"
+    clash["spec"]["names"] = {"plural": "gadgets", "kind": "Widget"}
+    kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(clash))
+    try:
+        kubectl(
+            apiserver,
+            "wait",
+            "--for=condition=NamesAccepted=false",
+            f"crd/gadgets.{group}",
+            "--timeout=20s",
+        )
+        crd = json.loads(kubectl(apiserver, "get", "crd", f"gadgets.{group}", "-o", "json"))
+        accepted = next(c for c in crd["status"]["conditions"] if c["type"] == "NamesAccepted")
+        assert accepted["message"] == '"Widget" is already in use'
+        assert "gadgets" not in kubectl(apiserver, "api-resources", f"--api-group={group}")
+    finally:
+        kubectl(apiserver, "delete", "crd", f"gadgets.{group}", "--timeout=30s")
