@@ -534,7 +534,7 @@ def test_unreachable_store_names_the_endpoints_and_make_up(
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("Error: no store endpoint could serve the request: ")
     assert all(f"{d} (Connection refused)" in err for d in dead)
-    assert "`make up`" in err
+    assert "`make up-local`" in err
 
     assert main(["store", "--endpoints", dead[0], "put", "k", "v"]) == 1
     err = capsys.readouterr().err
