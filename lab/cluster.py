@@ -150,6 +150,8 @@ class Lab:
     builder: Builder = field(default_factory=Builder)
     nodes: NodeCluster | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    join_command: list[str] = field(default_factory=list)
+    """What `labadm init` printed for workers to run (`join <endpoint> --token ...`)."""
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"kubelab-{self.config.name}"
@@ -181,16 +183,17 @@ class Lab:
         self._save_state()
         self._timed("load", "Loading images into the nodes", self._load_images)
         control_plane = cluster.nodes[0]
-        join: list[str] = []
         self._timed(
             "init",
             f"Running labadm init on {control_plane.name}",
-            lambda: join.extend(self._init(control_plane, image)),
+            lambda: self.join_command.extend(self._init(control_plane, image)),
         )
         workers = cluster.nodes[1:]
         if workers:
             self._timed(
-                "join", f"Joining {len(workers)} workers", lambda: self._join(workers, join)
+                "join",
+                f"Joining {len(workers)} workers",
+                lambda: self._join(workers, self.join_command),
             )
         self._timed("ready", "Waiting for every node to be Ready", self._wait_ready)
         self.timings["total"] = time.monotonic() - started

@@ -81,3 +81,56 @@ def test_hello_world_runs_on_the_worker(lab: Lab) -> None:
     )
     pod = json.loads(kubectl(lab, "get", "pod", "hello-world", "-o", "json"))
     assert pod["spec"]["nodeName"] == "worker1"
+
+
+def labadm(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
+    """labadm on the control-plane node (its own files under a scratch root, so that a
+    failed join cannot touch the node's)."""
+    assert lab.nodes is not None
+    argv = ["/opt/kubelab/venv/bin/python", "-m", "lab.labadm", *args]
+    done = lab.nodes.nodes[0].exec(*argv, check=False, timeout=120)
+    return subprocess.CompletedProcess(
+        argv, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+def join_flags(lab: Lab) -> dict[str, str]:
+    """The endpoint, token and hash of the join command init printed."""
+    _, endpoint, *rest = lab.join_command
+    return {"endpoint": endpoint, **dict(zip(rest[::2], rest[1::2], strict=True))}
+
+
+def test_join_refuses_a_ca_whose_hash_does_not_match(lab: Lab) -> None:
+    flags = join_flags(lab)
+    wrong = "sha256:" + "0" * 64
+    done = labadm(
+        lab, "--root", "/tmp/scratch-hash", "join", flags["endpoint"],
+        "--token", flags["--token"], "--discovery-token-ca-cert-hash", wrong,
+        "--node-name", "intruder", "--node-ip", "10.0.0.1",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert f"not the --discovery-token-ca-cert-hash given ({wrong})" in done.stderr
+    assert flags["--discovery-token-ca-cert-hash"] in done.stderr  # the real one, to compare
+
+
+def test_join_with_an_unknown_token_says_to_create_one(lab: Lab) -> None:
+    flags = join_flags(lab)
+    done = labadm(
+        lab, "--root", "/tmp/scratch-token", "join", flags["endpoint"],
+        "--token", "abcdef.0123456789abcdef",
+        "--discovery-token-ca-cert-hash", flags["--discovery-token-ca-cert-hash"],
+        "--node-name", "intruder", "--node-ip", "10.0.0.1",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "labadm token create --print-join-command" in done.stderr, done.stderr
+
+
+def test_init_again_and_token_commands(lab: Lab) -> None:
+    again = labadm(lab, "init")
+    assert again.returncode == 1 and "run `labadm reset` first" in again.stderr
+    created = labadm(lab, "token", "create", "--print-join-command")
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.split("--token ")[1].split()[0]
+    assert token.split(".")[0] in labadm(lab, "token", "list").stdout
+    assert labadm(lab, "token", "delete", token).returncode == 0
+    assert token.split(".")[0] not in labadm(lab, "token", "list").stdout
