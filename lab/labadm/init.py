@@ -488,13 +488,30 @@ def start_kubelet(
     layout.kubelet_flags.parent.mkdir(parents=True, exist_ok=True)
     flags = kubelet_flags(layout, node_name, node_ip, manifests=manifests)
     pki.write_atomic(layout.kubelet_flags, flags.encode(), 0o644)
+    sv_up("kubelet", "kubelet-start", dry_run=dry_run)
+
+
+def sv_up(service: str, phase: str, *, dry_run: bool) -> None:
+    """Start one of the node image's runit services."""
     if dry_run:
-        say("kubelet-start", "Would start the kubelet (sv up kubelet)")
+        say(phase, f"Would start {service} (sv up {service})")
         return
-    say("kubelet-start", "Starting the kubelet")
-    done = subprocess.run(["sv", "up", "kubelet"], capture_output=True, text=True, check=False)
+    say(phase, f"Starting {service}")
+    done = subprocess.run(["sv", "up", service], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise PhaseError(f"`sv up kubelet` failed: {done.stderr.strip() or done.stdout.strip()}")
+        raise PhaseError(f"`sv up {service}` failed: {done.stderr.strip() or done.stdout.strip()}")
+
+
+def start_network_agent(layout: Layout, *, dry_run: bool) -> None:
+    """The pod network agent (routes to the other nodes' podCIDRs), with the node's own
+    credentials: it reads Nodes, which a node may. (A DaemonSet with its own
+    ServiceAccount is kubeadm's way for add-ons; the node image's service serves here.)"""
+    conf = layout.kubeconfig("network")
+    say("addons", f'Writing "{conf.name}" for the pod network agent')
+    if dry_run and not layout.kubeconfig("kubelet").exists():
+        return
+    pki.write_atomic(conf, layout.kubeconfig("kubelet").read_bytes(), 0o600)
+    sv_up("kubelab-network", "addons", dry_run=dry_run)
 
 
 def kubelet_start(data: InitData) -> None:
@@ -644,6 +661,17 @@ INIT = Workflow[InitData](
         Phase("upload-rbac", "Binds admin.conf's group to cluster-admin", cluster_admins),
         Phase("mark-control-plane", "Labels and taints the node", mark_control_plane),
         Phase("bootstrap-token", "A bootstrap token and cluster-info", bootstrap_token),
+        Phase(
+            "addons",
+            "The node agents",
+            phases=(
+                Phase(
+                    "network",
+                    "The pod network agent",
+                    lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
+                ),
+            ),
+        ),
         Phase("show-join-command", "Prints how to use the cluster and join it", show_join_command),
     )
 )

@@ -32,7 +32,7 @@ from cryptography.x509.oid import NameOID
 from kubelab import pki
 from kubelab.client import ClientConfig, RestClient, ServerUnreachable, StatusError, resource_for
 from lab.labadm import tokens
-from lab.labadm.init import start_kubelet
+from lab.labadm.init import start_kubelet, start_network_agent
 from lab.labadm.layout import Layout, write_kubeconfig
 from lab.labadm.workflow import Phase, PhaseError, Workflow, check, say
 
@@ -208,6 +208,17 @@ JOIN = Workflow[JoinData](
         Phase("discovery", "The cluster's CA, pinned by its public key's hash", discover),
         Phase("kubelet-tls-bootstrap", "A client certificate for the kubelet", tls_bootstrap),
         Phase("kubelet-start", "Writes the kubelet's flags and starts it", kubelet_start),
+        Phase(
+            "addons",
+            "The node agents",
+            phases=(
+                Phase(
+                    "network",
+                    "The pod network agent",
+                    lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
+                ),
+            ),
+        ),
         Phase("show-joined", "Says what happened", show_joined),
     )
 )

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab.cluster import Lab
+from lab.cluster import NODES, Lab
 from tests.waiting import until
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
@@ -134,3 +134,18 @@ def test_init_again_and_token_commands(lab: Lab) -> None:
     assert token.split(".")[0] in labadm(lab, "token", "list").stdout
     assert labadm(lab, "token", "delete", token).returncode == 0
     assert token.split(".")[0] not in labadm(lab, "token", "list").stdout
+
+
+def test_pod_network_routes_between_nodes(lab: Lab) -> None:
+    """The network agent (labadm's network add-on) routes each node to the others'
+    podCIDRs, which node IPAM gave them."""
+    assert lab.nodes is not None
+    nodes = {n["metadata"]["name"]: n for n in lab.client().list(NODES)["items"]}
+    cp, worker = lab.nodes.nodes
+    for here, there in ((cp, worker), (worker, cp)):
+        cidr = nodes[there.name]["spec"]["podCIDR"]
+        until(
+            lambda h=here, c=cidr: c in h.sh("ip route show proto 201"),  # type: ignore[misc]
+            f"{here.name}'s route to {there.name}'s pods ({cidr})",
+            timeout=60,
+        )

@@ -75,7 +75,8 @@ def test_dry_run_prints_kubeadm_style_lines(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert '[certs] Generating "ca" certificate and key' in out
     assert '[control-plane] Creating static Pod manifest for "kube-apiserver"' in out
-    assert "[kubelet-start] Would start the kubelet" in out
+    assert "[kubelet-start] Would start kubelet (sv up kubelet)" in out
+    assert "[addons] Would start kubelab-network" in out
 
 
 def test_token_form_and_hash_pin() -> None:
