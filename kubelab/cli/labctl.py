@@ -840,7 +840,11 @@ def _global_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     common = _global_options()
     parser = argparse.ArgumentParser(
-        prog="labctl", description="Operate a running kubelab.", parents=[common]
+        prog="labctl",
+        description="Operate a running kubelab.",
+        epilog="The Docker lab: labctl up|down|status [--config cluster.yaml] "
+        "(see `labctl up --help`).",
+        parents=[common],
     )
     groups = parser.add_subparsers(dest="group", required=True, metavar="GROUP")
     store = groups.add_parser(

@@ -1,10 +1,11 @@
 """`labadm reset`: undo `labadm init` or `labadm join` on this node, so that it can join
 again: the kubelet stopped, the containers it ran removed (the static control plane
 with them), certificates, kubeconfigs, manifests, the kubelet's flags and state and the
-store member's data deleted.
+store member's data deleted, the network agent stopped and its routes and chains
+removed (its own `--cleanup`).
 
-Not yet: removing the member from a multi-member store first, and cleaning kube-proxy's
-iptables chains and the network agent's routes (`python -m agents.proxy --cleanup`).
+Not yet: removing the member from a multi-member store first, and kube-proxy's chains
+(`python -m agents.proxy --cleanup`, once labadm installs kube-proxy).
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ import shutil
 import subprocess
 
 from agents.kubelet.runtime import NODE
-from lab.labadm.layout import Layout
+from lab.labadm.layout import NODE_IMAGE_PYTHON, Layout
 from lab.labadm.workflow import say
 
 
 def reset(layout: Layout, *, dry_run: bool = False) -> None:
     steps: list[tuple[str, list[str]]] = [
         ("Stopping the kubelet", ["sv", "down", "kubelet"]),
+        ("Stopping the pod network agent", ["sv", "down", "kubelab-network"]),
+        (
+            "Removing the pod network's routes and chains",
+            [NODE_IMAGE_PYTHON, "-m", "agents.network", "--cleanup"],
+        ),
         (
             "Removing the containers the kubelet ran",
             ["sh", "-c", f"docker ps -aq --filter label={NODE} | xargs -r docker rm -f"],

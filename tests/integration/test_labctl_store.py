@@ -525,7 +525,7 @@ def test_global_flags_anywhere_and_endpoints_without_scheme(
     assert out[2:] == ["gf/k", "v"]
 
 
-def test_unreachable_store_names_the_endpoints_and_make_up(
+def test_unreachable_store_names_the_endpoints_and_make_up_local(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dead = [f"http://127.0.0.1:{free_port()}" for _ in range(3)]
