@@ -149,3 +149,23 @@ def test_pod_network_routes_between_nodes(lab: Lab) -> None:
             f"{here.name}'s route to {there.name}'s pods ({cidr})",
             timeout=60,
         )
+
+
+def test_a_reset_worker_joins_again(lab: Lab) -> None:
+    """Last in this file: `labadm reset` undoes the worker, and the same join command
+    brings it back (a new certificate for the same Node)."""
+    assert lab.nodes is not None
+    worker = lab.nodes.nodes[1]
+    python = "/opt/kubelab/venv/bin/python"
+    worker.exec(python, "-m", "lab.labadm", "reset", "-f", timeout=120)
+    assert worker.sh("ls /etc/kubelab").strip() == ""
+    assert worker.sh("ip route show proto 201").strip() == ""
+    join = [*lab.join_command, f"--node-name={worker.name}", f"--node-ip={worker.ip}"]
+    out = worker.exec(python, "-m", "lab.labadm", *join, timeout=120).stdout.decode()
+    assert "This node has joined the cluster" in out
+    kubectl(lab, "apply", "-f", "-", stdin=HELLO.replace("hello-world", "hello-again"))
+    until(
+        lambda: "Hello Kubernetes!" in kubectl(lab, "logs", "hello-again", check=False),
+        "a pod on the worker after it joined again",
+        timeout=120,
+    )
