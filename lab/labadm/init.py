@@ -514,6 +514,44 @@ def start_network_agent(layout: Layout, *, dry_run: bool) -> None:
     sv_up("kubelab-network", "addons", dry_run=dry_run)
 
 
+def start_kube_proxy(layout: Layout, cluster_cidr: str, *, dry_run: bool) -> None:
+    """kube-proxy (iptables mode), with the node's credentials as the network agent: a
+    node may read Services and EndpointSlices."""
+    conf = layout.kubeconfig("proxy")
+    say("addons", f'Writing "{conf.name}" and the flags of kube-proxy')
+    defaults = layout.root / "etc/default/kubelab-proxy"
+    defaults.parent.mkdir(parents=True, exist_ok=True)
+    pki.write_atomic(defaults, f'ARGS="--cluster-cidr {cluster_cidr}"\n'.encode(), 0o644)
+    if dry_run and not layout.kubeconfig("kubelet").exists():
+        return
+    pki.write_atomic(conf, layout.kubeconfig("kubelet").read_bytes(), 0o600)
+    sv_up("kubelab-proxy", "addons", dry_run=dry_run)
+
+
+def addons(start_network: Callable[[Any], None], start_proxy: Callable[[Any], None]) -> Phase[Any]:
+    """The node agents, as init and join both install them."""
+    return Phase(
+        "addons",
+        "The node agents",
+        phases=(
+            Phase("network", "The pod network agent", start_network),
+            Phase("kube-proxy", "kube-proxy", start_proxy),
+        ),
+    )
+
+
+def upload_config(data: InitData) -> None:
+    say("upload-config", f'Storing the configuration in ConfigMap "{tokens.CLUSTER_CONFIG}"')
+    if data.dry_run:
+        return
+    settings = {
+        "controlPlaneEndpoint": f"{data.advertise_address}:{API_PORT}",
+        "podSubnet": data.pod_subnet,
+        "serviceSubnet": data.service_cidr,
+    }
+    tokens.upload_cluster_config(data.client(), settings)
+
+
 def kubelet_start(data: InitData) -> None:
     start_kubelet(
         data.layout, data.node_name, data.advertise_address, dry_run=data.dry_run, manifests=True
@@ -659,18 +697,12 @@ INIT = Workflow[InitData](
         Phase("kubelet-start", "Writes the kubelet's flags and starts it", kubelet_start),
         Phase("wait-control-plane", "Waits for the apiserver", wait_control_plane),
         Phase("upload-rbac", "Binds admin.conf's group to cluster-admin", cluster_admins),
+        Phase("upload-config", "The cluster's settings for joining nodes", upload_config),
         Phase("mark-control-plane", "Labels and taints the node", mark_control_plane),
         Phase("bootstrap-token", "A bootstrap token and cluster-info", bootstrap_token),
-        Phase(
-            "addons",
-            "The node agents",
-            phases=(
-                Phase(
-                    "network",
-                    "The pod network agent",
-                    lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
-                ),
-            ),
+        addons(
+            lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
+            lambda d: start_kube_proxy(d.layout, d.pod_subnet, dry_run=d.dry_run),
         ),
         Phase("show-join-command", "Prints how to use the cluster and join it", show_join_command),
     )

@@ -32,7 +32,7 @@ from cryptography.x509.oid import NameOID
 from kubelab import pki
 from kubelab.client import ClientConfig, RestClient, ServerUnreachable, StatusError, resource_for
 from lab.labadm import tokens
-from lab.labadm.init import start_kubelet, start_network_agent
+from lab.labadm.init import addons, start_kube_proxy, start_kubelet, start_network_agent
 from lab.labadm.layout import Layout, write_kubeconfig
 from lab.labadm.workflow import Phase, PhaseError, Workflow, check, say
 
@@ -51,6 +51,8 @@ class JoinData:
     dry_run: bool = False
     timeout: float = 120.0
     ca_pem: bytes = b""
+    pod_subnet: str = "10.244.0.0/16"
+    """From the cluster's kubelab-config, read with the token."""
 
     @property
     def server(self) -> str:
@@ -158,6 +160,7 @@ def tls_bootstrap(data: JoinData) -> None:
         raise
     except ServerUnreachable as exc:
         raise PhaseError(f"cannot reach the apiserver at {data.server}: {exc}") from None
+    data.pod_subnet = tokens.read_cluster_config(client).get("podSubnet", data.pod_subnet)
     name = created["metadata"]["name"]
     say("kubelet-start", f"CertificateSigningRequest {name} posted; waiting for it to be signed")
     deadline = time.monotonic() + data.timeout
@@ -208,16 +211,9 @@ JOIN = Workflow[JoinData](
         Phase("discovery", "The cluster's CA, pinned by its public key's hash", discover),
         Phase("kubelet-tls-bootstrap", "A client certificate for the kubelet", tls_bootstrap),
         Phase("kubelet-start", "Writes the kubelet's flags and starts it", kubelet_start),
-        Phase(
-            "addons",
-            "The node agents",
-            phases=(
-                Phase(
-                    "network",
-                    "The pod network agent",
-                    lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
-                ),
-            ),
+        addons(
+            lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
+            lambda d: start_kube_proxy(d.layout, d.pod_subnet, dry_run=d.dry_run),
         ),
         Phase("show-joined", "Says what happened", show_joined),
     )

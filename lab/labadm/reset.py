@@ -1,11 +1,10 @@
 """`labadm reset`: undo `labadm init` or `labadm join` on this node, so that it can join
 again: the kubelet stopped, the containers it ran removed (the static control plane
 with them), certificates, kubeconfigs, manifests, the kubelet's flags and state and the
-store member's data deleted, the network agent stopped and its routes and chains
-removed (its own `--cleanup`).
+store member's data deleted, the network agent and kube-proxy stopped and their
+routes and chains removed (their own `--cleanup`).
 
-Not yet: removing the member from a multi-member store first, and kube-proxy's chains
-(`python -m agents.proxy --cleanup`, once labadm installs kube-proxy).
+Not yet: removing the member from a multi-member store first.
 """
 
 from __future__ import annotations
@@ -26,6 +25,8 @@ def reset(layout: Layout, *, dry_run: bool = False) -> None:
             "Removing the pod network's routes and chains",
             [NODE_IMAGE_PYTHON, "-m", "agents.network", "--cleanup"],
         ),
+        ("Stopping kube-proxy", ["sv", "down", "kubelab-proxy"]),
+        ("Removing kube-proxy's chains", [NODE_IMAGE_PYTHON, "-m", "agents.proxy", "--cleanup"]),
         (
             "Removing the containers the kubelet ran",
             ["sh", "-c", f"docker ps -aq --filter label={NODE} | xargs -r docker rm -f"],

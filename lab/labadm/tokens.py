@@ -227,3 +227,48 @@ def publish_cluster_info(client: RestClient, server: str, ca: x509.Certificate) 
 def decode(value: str) -> str:
     """A Secret's data value as text."""
     return base64.b64decode(value).decode()
+
+
+CLUSTER_CONFIG = "kubelab-config"
+"""kube-system's ConfigMap with the cluster's settings (kubeadm's `kubeadm-config`)."""
+
+
+def upload_cluster_config(client: RestClient, settings: Mapping[str, str]) -> None:
+    """`kube-system/kubelab-config`, readable by joining nodes (their token) and by
+    nodes, as kubeadm lets them read `kubeadm-config`."""
+    create_or_keep(
+        client,
+        CONFIG_MAPS,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": CLUSTER_CONFIG, "namespace": "kube-system"},
+            "data": {"ClusterConfiguration": yaml.safe_dump(dict(settings))},
+        },
+    )
+    name = "kubeadm:nodes-kubelab-config"
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [CLUSTER_CONFIG],
+                "verbs": ["get"],
+            }
+        ],
+    }
+    create_or_keep(client, ROLES, role)
+    binding = _binding("RoleBinding", name, name, DEFAULT_GROUP, "kube-system")
+    binding["subjects"].append(
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}
+    )
+    create_or_keep(client, ROLE_BINDINGS, binding)
+
+
+def read_cluster_config(client: RestClient) -> dict[str, str]:
+    found = client.get(CONFIG_MAPS, CLUSTER_CONFIG, "kube-system")
+    settings = yaml.safe_load(found["data"]["ClusterConfiguration"])
+    return {str(k): str(v) for k, v in settings.items()}

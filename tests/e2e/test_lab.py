@@ -151,6 +151,56 @@ def test_pod_network_routes_between_nodes(lab: Lab) -> None:
         )
 
 
+ECHO = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: echo
+  labels: {app: echo}
+spec:
+  containers:
+  - name: httpd
+    image: busybox
+    command:
+    - sh
+    - -c
+    - mkdir -p /www && echo hello-through-the-service > /www/index.html &&
+      exec httpd -f -p 8080 -h /www
+    ports: [{containerPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: echo
+spec:
+  selector: {app: echo}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: client
+spec:
+  containers:
+  - name: sh
+    image: busybox
+    command: ["sleep", "3600"]
+"""
+
+
+def test_a_service_answers_at_its_cluster_ip(lab: Lab) -> None:
+    """kube-proxy (labadm's kube-proxy add-on) carries a pod's request to the Service's
+    ClusterIP to the pod behind it."""
+    kubectl(lab, "apply", "-f", "-", stdin=ECHO)
+    ip = kubectl(lab, "get", "service", "echo", "-o", "jsonpath={.spec.clusterIP}")
+    fetch = ("exec", "client", "--", "timeout", "5", "wget", "-qO-", f"http://{ip}/")
+    until(
+        lambda: "hello-through-the-service" in kubectl(lab, *fetch, check=False),
+        f"the echo pod through {ip}",
+        timeout=120,
+    )
+
+
 def test_a_reset_worker_joins_again(lab: Lab) -> None:
     """Last in this file: `labadm reset` undoes the worker, and the same join command
     brings it back (a new certificate for the same Node)."""
