@@ -4,6 +4,7 @@ join's refusal of a CA whose hash does not match the pin."""
 from __future__ import annotations
 
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,10 @@ def test_init_refuses_an_initialized_node(tmp_path: Path) -> None:
         INIT.run(data, only="preflight")
 
 
-def test_dry_run_prints_kubeadm_style_lines(capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_prints_kubeadm_style_lines(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the dry run writes
     main(["init", "--dry-run", "--apiserver-advertise-address", "10.0.0.5", "--node-name", "n"])
     out = capsys.readouterr().out
     assert '[certs] Generating "ca" certificate and key' in out
