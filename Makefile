@@ -1,5 +1,5 @@
 # kubelab: two commands on a fresh machine.
-#   make up    bring up the lab (until the lab issue lands: a local 3-member store)
+#   make up    bring up the Docker lab (nodes, labadm init, joins) and print how to use kubectl
 #   make test  lint, type-check and run the whole test suite
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -8,11 +8,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_DIR ?= .lab
 
-.PHONY: help venv images lint typecheck test test-fast soak bench up down status clean
+.PHONY: help venv images lint typecheck test test-fast soak bench up down status up-local down-local status-local clean
 
 help:
-	@echo "make up        start a local control plane in $(LAB_DIR)/ (3-member store, apiserver) and print how to use kubectl"
-	@echo "make down      stop it"
+	@echo "make up        bring up the Docker lab (1 control-plane node, 2 workers; CONFIG=cluster.yaml) and print how to use kubectl"
+	@echo "make down      remove it (every container, volume and network it made)"
+	@echo "make status    its nodes, roles, addresses and readiness"
+	@echo "make up-local  a control plane as local processes in $(LAB_DIR)/ (3-member store, apiserver), no Docker"
 	@echo "make test      lint, type-check and run the test suite"
 	@echo "make test-fast unit tests, Raft transcripts and a few simulation seeds (the edit-test loop)"
 	@echo "make soak      long deterministic-simulation soak (many more seeds)"
@@ -80,15 +82,25 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.pods
 	$(BIN)/python -m bench.pods --runtime docker
 
+CONFIG ?=
 up: $(STAMP)
+	$(BIN)/labctl up --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
+
+down: $(STAMP)
+	$(BIN)/labctl down --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
+
+status: $(STAMP)
+	$(BIN)/labctl status --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
+
+up-local: $(STAMP)
 	$(BIN)/python -m lab.localcluster up --dir $(LAB_DIR)/store --members 3
 	$(BIN)/python -m lab.localplane up --dir $(LAB_DIR)
 
-down: $(STAMP)
+down-local: $(STAMP)
 	$(BIN)/python -m lab.localplane down --dir $(LAB_DIR)
 	$(BIN)/python -m lab.localcluster down --dir $(LAB_DIR)/store
 
-status: $(STAMP)
+status-local: $(STAMP)
 	$(BIN)/python -m lab.localcluster status --dir $(LAB_DIR)/store
 
 clean:

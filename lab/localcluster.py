@@ -1,4 +1,4 @@
-"""A store cluster of local `kubelab-store` processes: `make up` today, and the harness
+"""A store cluster of local `kubelab-store` processes: `make up-local`, and the harness
 of the real-process fault tests and the benchmarks.
 
 Each member is a real OS process with its own data dir, talking to its peers over
@@ -238,7 +238,7 @@ def _b64(s: str) -> str:
     return base64.b64encode(s.encode()).decode()
 
 
-# -- make up / down / status -----------------------------------------------------------
+# -- make up-local / down-local / status-local -----------------------------------------
 
 _DEFAULT_PORTS = [(12379, 12380), (22379, 22380), (32379, 32380)]
 
@@ -294,7 +294,7 @@ def _check_started(cluster: LocalCluster, directory: Path, grace: float = 2.0) -
                 raise SystemExit(
                     f"kubelab store did not come up: {m.name} exited ({log[-1] if log else ''})"
                     f"; is another store or etcd using ports {m.client_port}/{m.peer_port}? "
-                    "Stop it (make down stops this lab) and run make up again"
+                    "Stop it (make down-local stops this lab) and run make up-local again"
                 )
         time.sleep(0.1)
 

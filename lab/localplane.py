@@ -11,15 +11,15 @@ lays them out.
     .lab/store/         the store's members (see `lab.localcluster`)
     .lab/apiserver.log  the apiserver's log; .lab/audit.log its audit log
     .lab/controller-manager.log, .lab/scheduler.log     their logs
-    .lab/*.pid          the processes `make up` started, for `make down`
+    .lab/*.pid          the processes `make up-local` started, for `make down-local`
 
 The controller-manager and the scheduler start once the apiserver is ready and stop
 first: they only talk to the apiserver, and stopped after it, they would spend their
 last seconds failing to renew their leases.
 
-`make up` uses it until the Docker lab lands; the integration tests and `bench/apiserver`
-start their own in a temporary directory. The apiserver can also be pointed at an existing
-store (a real etcd, say) with `etcd_servers`.
+`make up-local` uses it (`make up` is the Docker lab); the integration tests and
+`bench/apiserver` start their own in a temporary directory. The apiserver can also be
+pointed at an existing store (a real etcd, say) with `etcd_servers`.
 """
 
 from __future__ import annotations
@@ -453,7 +453,7 @@ class LocalControlPlane:
             self.store.stop_all()
 
 
-# -- make up / down --------------------------------------------------------------------
+# -- make up-local / down-local -------------------------------------------------------
 
 
 def _store_endpoints(directory: Path) -> list[str]:

@@ -4,15 +4,19 @@ FailedMount, ...), as `kubectl describe pod` shows them in the seeds: written wi
 
 An Event repeated about the same object bumps the first one's count instead of writing
 another, so a crash-looping container leaves one BackOff line with a growing count.
-Writing never fails the caller (a lost Event must not stop a pod from starting), and
-`Recorder(None, ...)` records nothing: hollow nodes, whose Events would only load the
-apiserver under test.
+Writing never fails nor holds up the caller: Events are queued and written by one
+thread of their own, as client-go's broadcaster does, so a pod worker does not wait out
+the client's retries while the apiserver is away (a control-plane node's kubelet starts
+the apiserver itself, with every Event of that start failing); a full queue drops
+Events, with a warning. `Recorder(None, ...)` records nothing: hollow nodes, whose
+Events would only load the apiserver under test.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
+import queue
 import threading
 import time
 from collections import OrderedDict
@@ -26,6 +30,7 @@ log = logging.getLogger("kubelab.kubelet.events")
 EVENTS = resource_for("v1", "Event")
 NORMAL, WARNING = "Normal", "Warning"
 _REMEMBERED = 1024
+_QUEUED = 1000
 
 Object = dict[str, Any]
 
@@ -36,16 +41,42 @@ class Recorder:
         self._node = node
         self._lock = threading.Lock()
         self._seen: OrderedDict[tuple[str, ...], Object] = OrderedDict()
+        self._queue: queue.Queue[tuple[Object, str, str, str, str, str]] = queue.Queue(_QUEUED)
+        self._writer: threading.Thread | None = None
 
     def event(
         self, pod: Object, kind: str, reason: str, message: str, field_path: str = ""
     ) -> None:
+        """Queue an Event about `pod` (written soon, by the writer thread)."""
         if self._client is None:
             return
         meta = pod["metadata"]
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            self._queue.put_nowait((meta, kind, reason, message, field_path, now))
+        except queue.Full:
+            log.warning(
+                "kubelet %s: event %s on %s/%s dropped: %d Events wait to be written",
+                self._node, reason, meta.get("namespace"), meta.get("name"), _QUEUED,
+            )  # fmt: skip
+            return
+        with self._lock:
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._run, name=f"kubelet {self._node} events", daemon=True
+                )
+                self._writer.start()
+
+    def _run(self) -> None:
+        while True:
+            self._write(*self._queue.get())
+
+    def _write(
+        self, meta: Object, kind: str, reason: str, message: str, field_path: str, now: str
+    ) -> None:
+        assert self._client is not None
         ns = meta.get("namespace") or "default"
         key = (ns, meta.get("uid", ""), field_path, kind, reason, message)
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self._lock:
             earlier = self._seen.pop(key, None)
         try:

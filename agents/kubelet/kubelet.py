@@ -123,6 +123,7 @@ class Kubelet:
     def start(self, timeout: float = 30.0) -> None:
         """Register the node, then run everything in background threads."""
         deadline = time.monotonic() + timeout
+        pods_running = False
         while True:
             try:
                 self.node_status.register()
@@ -132,13 +133,22 @@ class Kubelet:
                 if time.monotonic() > deadline:
                     raise
                 log.warning("kubelet %s: registering: %s; retrying", self.name, exc)
+                # Static pods need no apiserver, and on a control-plane node the apiserver
+                # is one of them: run them while registration waits for it.
+                if not pods_running and self.config.pod_manifest_path is not None:
+                    self._run_pods()
+                    pods_running = True
+                if pods_running:
+                    self.sync_static_pods()
                 time.sleep(1.0)
-        self.workers.pleg.relist()
         self.services.start(self.stop_event)
         # As the kubelet does, containers start only once the Services are known, so
-        # that none misses its variables.
+        # that none misses its variables (static pods, run above while the apiserver was
+        # away, are the exception, as in Kubernetes).
         if not self.services.wait_for_sync(timeout=max(1.0, deadline - time.monotonic())):
             log.warning("kubelet %s: Services not listed yet; starting pods anyway", self.name)
+        if not pods_running:
+            self._run_pods()
         self.informer.start(self.stop_event)
         if self.server is not None:
             self.threads.append(self.server.start())
@@ -146,10 +156,14 @@ class Kubelet:
         if self.rotator is not None:
             rotator = self.rotator
             self._thread(lambda: rotator.run(self.stop_event), "certificate rotation")
+        log.info("kubelet %s: started (runtime %s)", self.name, self.runtime.name)
+
+    def _run_pods(self) -> None:
+        """The PLEG and the pod workers, which act on pods from any source."""
+        self.workers.pleg.relist()
         self._thread(lambda: self.workers.pleg.run(self.stop_event), "pleg")
         for i in range(self.config.workers):
             self._thread(self.workers.run_worker, f"worker {i}")
-        log.info("kubelet %s: started (runtime %s)", self.name, self.runtime.name)
 
     def _heartbeat(self) -> None:
         next_status = next_lease = next_static = 0.0

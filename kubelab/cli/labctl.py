@@ -840,7 +840,11 @@ def _global_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     common = _global_options()
     parser = argparse.ArgumentParser(
-        prog="labctl", description="Operate a running kubelab.", parents=[common]
+        prog="labctl",
+        description="Operate a running kubelab.",
+        epilog="The Docker lab: labctl up|down|status [--config cluster.yaml] "
+        "(see `labctl up --help`).",
+        parents=[common],
     )
     groups = parser.add_subparsers(dest="group", required=True, metavar="GROUP")
     store = groups.add_parser(
@@ -955,12 +959,21 @@ def _context(args: argparse.Namespace) -> Context:
 
 def _unreachable_hint(ctx: Context | None) -> str:
     if ctx is not None and ",".join(ctx.endpoints) == DEFAULT_ENDPOINTS:
-        return "; is the lab up? `make up` starts it (or point --endpoints elsewhere)"
+        return "; is the local plane up? `make up-local` starts it (or point --endpoints elsewhere)"
     return "; check --endpoints and that the store is running"
+
+
+LAB_VERBS = ("up", "down", "status")
+"""The Docker lab's verbs: `lab.cluster` answers them. The library never imports the lab
+tooling above it (the layers' contract), so labctl hands the whole command line over to
+`python -m lab.cluster` instead."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run labctl; return the exit status (0, or 1 after printing ``Error: ...``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in LAB_VERBS:
+        os.execv(sys.executable, [sys.executable, "-m", "lab.cluster", *argv])
     args = build_parser().parse_args(argv)
     ctx: Context | None = None
     try:

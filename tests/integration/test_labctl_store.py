@@ -525,7 +525,7 @@ def test_global_flags_anywhere_and_endpoints_without_scheme(
     assert out[2:] == ["gf/k", "v"]
 
 
-def test_unreachable_store_names_the_endpoints_and_make_up(
+def test_unreachable_store_names_the_endpoints_and_make_up_local(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dead = [f"http://127.0.0.1:{free_port()}" for _ in range(3)]
@@ -534,7 +534,7 @@ def test_unreachable_store_names_the_endpoints_and_make_up(
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("Error: no store endpoint could serve the request: ")
     assert all(f"{d} (Connection refused)" in err for d in dead)
-    assert "`make up`" in err
+    assert "`make up-local`" in err
 
     assert main(["store", "--endpoints", dead[0], "put", "k", "v"]) == 1
     err = capsys.readouterr().err

@@ -1,0 +1,366 @@
+"""The Docker lab: `labctl up|down|status` (seeds: bringing a cluster up with kubeadm on
+machines, here node containers), as kind creates clusters.
+
+A small YAML file describes the cluster, like kind's:
+
+    kind: Cluster
+    name: kubelab
+    nodes:
+      - role: control-plane
+      - role: worker
+      - role: worker
+
+`up` is a list of actions, each printed as it starts and with its time when done:
+build the images (through `lab.images`, skipped when current), start the node
+containers on the lab's internal network (`lab.nodes`), load the images the nodes need
+(the node image itself into control-plane nodes: their static pods run it), run
+`labadm init` on the first control-plane node, `labadm join` on the workers (in
+parallel), fetch the admin kubeconfig and wait until every node is Ready. A summary of
+nodes, roles, addresses and the kubeconfig's path ends it.
+
+Commands reach the nodes through `NodeShell`, one small interface; today it is `docker
+exec` (`DockerShell`). SSH (fabric/paramiko, keys made per cluster, as the issue asks)
+is meant to replace it behind the same interface, so that VMs and real hosts given an
+inventory take the same path.
+
+The lab's files are in `.lab/<name>/` (admin.conf, the config used, state.json);
+containers, volumes and the network carry the label `org.kubelab.lab=<prefix>`, by
+which `down` removes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import docker
+import docker.errors
+import yaml
+
+from kubelab.client import (
+    KubeconfigError,
+    RestClient,
+    ServerUnreachable,
+    StatusError,
+    load_config,
+    resource_for,
+)
+from lab.images import BUSYBOX_IMAGE, PAUSE_IMAGE, Builder
+from lab.labadm.layout import API_PORT
+from lab.nodes import LAB_LABEL, Node, NodeCluster
+
+NODES = resource_for("v1", "Node")
+ROLES = ("control-plane", "worker")
+LABADM = ("/opt/kubelab/venv/bin/python", "-m", "lab.labadm")
+DEFAULT_CONFIG = {
+    "kind": "Cluster",
+    "name": "kubelab",
+    "nodes": [{"role": "control-plane"}, {"role": "worker"}, {"role": "worker"}],
+}
+IMAGES = ["busybox", "pause", "node"]
+
+
+class LabError(RuntimeError):
+    """The lab could not be brought up or down; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    name: str
+    roles: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, doc: object, source: str = "the cluster config") -> ClusterConfig:
+        if not isinstance(doc, dict) or doc.get("kind", "Cluster") != "Cluster":
+            raise LabError(f"{source}: expected a mapping with kind: Cluster")
+        name = str(doc.get("name", "kubelab"))
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name):
+            raise LabError(f"{source}: name {name!r} must be lowercase letters, digits and '-'")
+        nodes = doc.get("nodes") or DEFAULT_CONFIG["nodes"]
+        roles = tuple(str(n.get("role", "worker")) for n in nodes if isinstance(n, dict))
+        if len(roles) != len(nodes) or any(r not in ROLES for r in roles):
+            raise LabError(f"{source}: each node needs a role of {', '.join(ROLES)}")
+        if roles.count("control-plane") != 1:
+            raise LabError(
+                f"{source}: exactly one control-plane node for now (HA with 3 or 5 is still "
+                f"to come); got {roles.count('control-plane')}"
+            )
+        return cls(name, roles)
+
+    @classmethod
+    def load(cls, path: Path | None) -> ClusterConfig:
+        if path is None:
+            return cls.parse(DEFAULT_CONFIG)
+        try:
+            return cls.parse(yaml.safe_load(path.read_text()), str(path))
+        except (OSError, yaml.YAMLError) as exc:
+            raise LabError(f"cannot read the cluster config {path}: {exc}") from None
+
+
+class NodeShell(Protocol):
+    """How the lab runs a command on a node and reads its output."""
+
+    def run(self, node: Node, argv: list[str], *, timeout: float = 600) -> str: ...
+
+
+class DockerShell:
+    """`docker exec` into the node container (until SSH takes its place)."""
+
+    def run(self, node: Node, argv: list[str], *, timeout: float = 600) -> str:
+        done = node.exec(*argv, check=False, timeout=timeout)
+        out = done.stdout.decode(errors="replace")
+        if done.returncode != 0:
+            raise LabError(
+                f"`{' '.join(argv)}` failed on node {node.name} (exit {done.returncode}):\n"
+                f"{out}{done.stderr.decode(errors='replace')}"
+            )
+        return out
+
+
+@contextmanager
+def step(title: str) -> Iterator[None]:
+    """A progress line, and its time (or its failure) when done."""
+    print(f" • {title} ...", flush=True)
+    started = time.monotonic()
+    try:
+        yield
+    except BaseException:
+        print(f" ✗ {title} (failed after {time.monotonic() - started:.1f}s)", flush=True)
+        raise
+    print(f" ✓ {title} ({time.monotonic() - started:.1f}s)", flush=True)
+
+
+@dataclass
+class Lab:
+    """One Docker lab: its config, prefix, node containers and files."""
+
+    config: ClusterConfig
+    directory: Path
+    prefix: str = ""
+    shell: NodeShell = field(default_factory=DockerShell)
+    builder: Builder = field(default_factory=Builder)
+    nodes: NodeCluster | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    join_command: list[str] = field(default_factory=list)
+    """What `labadm init` printed for workers to run (`join <endpoint> --token ...`)."""
+
+    def __post_init__(self) -> None:
+        self.prefix = self.prefix or f"kubelab-{self.config.name}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "admin.conf"
+
+    def _timed(self, key: str, title: str, action: Callable[[], None]) -> None:
+        started = time.monotonic()
+        with step(title):
+            action()
+        self.timings[key] = time.monotonic() - started
+
+    def up(self) -> None:
+        client = self.builder.client
+        if client.containers.list(all=True, filters={"label": f"{LAB_LABEL}={self.prefix}"}):
+            raise LabError(
+                f"a lab named {self.config.name!r} exists already (containers labelled "
+                f"{LAB_LABEL}={self.prefix}): `labctl down` removes it"
+            )
+        self.directory.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        self._timed("images", "Ensuring node images", lambda: self.builder.ensure(IMAGES))
+        image = self.builder.tags("node")[0]
+        cluster = self.nodes = NodeCluster(self.prefix, client=client, image=image)
+        names = self._names()
+        self._timed("nodes", f"Starting {len(names)} nodes", lambda: self._start(names))
+        self._save_state()
+        self._timed("load", "Loading images into the nodes", self._load_images)
+        control_plane = cluster.nodes[0]
+        self._timed(
+            "init",
+            f"Running labadm init on {control_plane.name}",
+            lambda: self.join_command.extend(self._init(control_plane, image)),
+        )
+        workers = cluster.nodes[1:]
+        if workers:
+            self._timed(
+                "join",
+                f"Joining {len(workers)} workers",
+                lambda: self._join(workers, self.join_command),
+            )
+        self._timed("ready", "Waiting for every node to be Ready", self._wait_ready)
+        self.timings["total"] = time.monotonic() - started
+        self.summary()
+
+    def _names(self) -> list[str]:
+        counts: dict[str, int] = {}
+        names = []
+        for role in self.config.roles:
+            counts[role] = counts.get(role, 0) + 1
+            names.append(f"{'cp' if role == 'control-plane' else 'worker'}{counts[role]}")
+        return names
+
+    def _start(self, names: list[str]) -> None:
+        assert self.nodes is not None
+        for name, role in zip(names, self.config.roles, strict=True):
+            node = self.nodes.add_node(name)
+            node.container.reload()
+            print(f"   {name} ({role}) at {node.ip}", flush=True)
+        for node in self.nodes.nodes:
+            node.wait_ready(120)
+
+    def _load_images(self) -> None:
+        assert self.nodes is not None
+        for image in (BUSYBOX_IMAGE, PAUSE_IMAGE):
+            self.nodes.load_image(image)
+        # The control plane's static pods run the node image itself.
+        self.nodes.load_image(self.builder.tags("node")[0], self.nodes.nodes[:1])
+
+    def _init(self, node: Node, image: str) -> list[str]:
+        assert self.nodes is not None and self.nodes.addressing is not None
+        out = self.shell.run(
+            node,
+            [
+                *LABADM, "init", f"--apiserver-advertise-address={node.ip}",
+                f"--node-name={node.name}", f"--image={image}",
+                f"--pod-network-cidr={self.nodes.addressing.subnet}",
+            ],
+        )  # fmt: skip
+        for line in out.splitlines():
+            if line.startswith("labadm join "):
+                kubeconfig = self.shell.run(node, ["cat", "/etc/kubelab/admin.conf"])
+                self.kubeconfig.write_text(kubeconfig)
+                self.kubeconfig.chmod(0o600)
+                return line.split()[1:]
+        raise LabError(f"labadm init on {node.name} printed no join command:\n{out}")
+
+    def _join(self, workers: list[Node], join: list[str]) -> None:
+        def one(node: Node) -> None:
+            started = time.monotonic()
+            argv = [*LABADM, *join, f"--node-name={node.name}", f"--node-ip={node.ip}"]
+            self.shell.run(node, argv)
+            self.timings[f"join {node.name}"] = time.monotonic() - started
+            print(f"   {node.name} joined in {time.monotonic() - started:.1f}s", flush=True)
+
+        with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+            for future in [pool.submit(one, w) for w in workers]:
+                future.result()
+
+    def client(self) -> RestClient:
+        return RestClient(load_config(self.kubeconfig), qps=None)
+
+    def _wait_ready(self, timeout: float = 240) -> None:
+        assert self.nodes is not None
+        client = self.client()
+        wanted = {n.name for n in self.nodes.nodes}
+        deadline = time.monotonic() + timeout
+        ready: set[str] = set()
+        while time.monotonic() < deadline:
+            ready = {
+                n["metadata"]["name"]
+                for n in client.list(NODES)["items"]
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in (n.get("status") or {}).get("conditions") or []
+                )
+            }
+            if wanted <= ready:
+                return
+            time.sleep(1.0)
+        raise LabError(
+            f"nodes not Ready after {timeout:.0f}s: {', '.join(sorted(wanted - ready))}; "
+            "see /var/log/kubelet.log in them (docker exec <container> tail /var/log/kubelet.log)"
+        )
+
+    def summary(self) -> None:
+        assert self.nodes is not None
+        print(f"\nCluster {self.config.name!r} is up ({self.timings['total']:.0f}s):")
+        for node, role in zip(self.nodes.nodes, self.config.roles, strict=True):
+            print(f"  {node.name:<10} {role:<14} {node.ip:<15} container {node.container_name}")
+        server = f"https://{self.nodes.nodes[0].ip}:{API_PORT}"
+        print(f"\napiserver: {server}\nkubeconfig: {self.kubeconfig.resolve()}\n")
+        print(f"  export KUBECONFIG={self.kubeconfig.resolve()}")
+        print("  .venv/bin/kubectl get nodes")
+        print("Remove it: make down (labctl down)")
+
+    def _save_state(self) -> None:
+        assert self.nodes is not None
+        state = {
+            "prefix": self.prefix,
+            "nodes": [
+                {"name": n.name, "role": r, "ip": n.ip, "container": n.container_name}
+                for n, r in zip(self.nodes.nodes, self.config.roles, strict=True)
+            ],
+        }
+        (self.directory / "state.json").write_text(json.dumps(state, indent=2))
+
+    def down(self) -> None:
+        with step(f"Removing the lab {self.config.name!r} ({self.prefix})"):
+            NodeCluster(self.prefix, client=self.builder.client).remove()
+        for name in ("admin.conf", "state.json"):
+            (self.directory / name).unlink(missing_ok=True)
+
+    def status(self) -> None:
+        state_file = self.directory / "state.json"
+        if not state_file.exists():
+            print(f"no lab {self.config.name!r} (no {state_file}); `labctl up` makes one")
+            return
+        state = json.loads(state_file.read_text())
+        containers = {
+            c.name: c.status
+            for c in self.builder.client.containers.list(
+                all=True, filters={"label": f"{LAB_LABEL}={state['prefix']}"}
+            )
+        }
+        nodes: dict[str, str] = {}
+        try:
+            for n in self.client().list(NODES)["items"]:
+                conditions = (n.get("status") or {}).get("conditions") or []
+                ok = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+                nodes[n["metadata"]["name"]] = "Ready" if ok else "NotReady"
+        except (StatusError, ServerUnreachable, KubeconfigError) as exc:
+            print(f"(the apiserver did not answer: {exc})")
+        print(f"{'NODE':<10} {'ROLE':<14} {'IP':<15} {'CONTAINER':<10} STATUS")
+        for n in state["nodes"]:
+            container = containers.get(n["container"], "missing")
+            print(
+                f"{n['name']:<10} {n['role']:<14} {n['ip']:<15} {container:<10} "
+                f"{nodes.get(n['name'], 'unregistered')}"
+            )
+        print(f"kubeconfig: {self.kubeconfig.resolve()}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="labctl", description="The Docker lab: up, down, status")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--config", type=Path, help="cluster config (YAML, like kind's)")
+    p.add_argument("--name", help="the cluster's name (overrides the config's)")
+    p.add_argument("--dir", type=Path, default=Path(".lab"), help="where the labs' files go")
+    p.add_argument("--prefix", default="", help="name prefix of the lab's Docker objects")
+    args = p.parse_args(argv)
+    try:
+        config = ClusterConfig.load(args.config)
+        if args.name:
+            config = ClusterConfig.parse(
+                {"name": args.name, "nodes": [{"role": r} for r in config.roles]}
+            )
+        lab = Lab(config, args.dir / config.name, prefix=args.prefix)
+        if args.action == "up":
+            lab.up()
+        elif args.action == "down":
+            lab.down()
+        else:
+            lab.status()
+    except (LabError, docker.errors.DockerException) as exc:
+        sys.exit(f"error: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""`labadm join`: a worker joins with a bootstrap token (seeds: a worker joining with
+kubeadm).
+
+Discovery: the public `cluster-info` ConfigMap is read without trusting the server yet,
+and its CA is accepted only if the hash of its public key matches
+`--discovery-token-ca-cert-hash` (the pin `labadm init` printed); from then on the
+apiserver is verified with that CA. TLS bootstrap: with the token, the node posts a
+CertificateSigningRequest for `system:node:<name>` in `system:nodes` (signer
+`kubernetes.io/kube-apiserver-client-kubelet`), which the controller-manager approves
+(RBAC lets bootstrappers' `nodeclient` requests through) and signs; the signed
+certificate becomes the kubelet's kubeconfig and the kubelet is started.
+
+The kubelet on main cannot bootstrap itself yet (`--bootstrap-kubeconfig` is on branch
+`kubelet`), so labadm posts the request on its behalf; once that lands, this phase
+writes the bootstrap kubeconfig and lets the kubelet do it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import time
+from dataclasses import dataclass
+
+import requests
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from kubelab import pki
+from kubelab.client import ClientConfig, RestClient, ServerUnreachable, StatusError, resource_for
+from lab.labadm import tokens
+from lab.labadm.init import addons, start_kube_proxy, start_kubelet, start_network_agent
+from lab.labadm.layout import Layout, write_kubeconfig
+from lab.labadm.workflow import Phase, PhaseError, Workflow, check, say
+
+CSRS = resource_for("certificates.k8s.io/v1", "CertificateSigningRequest")
+KUBELET_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
+
+
+@dataclass
+class JoinData:
+    layout: Layout
+    endpoint: str
+    token: str
+    ca_cert_hashes: tuple[str, ...]
+    node_name: str
+    node_ip: str
+    dry_run: bool = False
+    timeout: float = 120.0
+    ca_pem: bytes = b""
+    pod_subnet: str = "10.244.0.0/16"
+    """From the cluster's kubelab-config, read with the token."""
+
+    @property
+    def server(self) -> str:
+        return self.endpoint if "://" in self.endpoint else f"https://{self.endpoint}"
+
+
+def preflight(data: JoinData) -> None:
+    failed: list[str] = []
+    try:
+        tokens.parse(data.token)
+    except tokens.TokenError as exc:
+        failed.append(str(exc))
+    if not data.ca_cert_hashes:
+        failed.append(
+            "--discovery-token-ca-cert-hash is required (sha256:<hex>, printed by `labadm "
+            "init` and `labadm token create --print-join-command`): without it the CA "
+            "could not be trusted"
+        )
+    if data.layout.kubeconfig("kubelet").exists():
+        failed.append(
+            f"{data.layout.kubeconfig('kubelet')} exists: this node already joined a "
+            "cluster; run `labadm reset` first"
+        )
+    check(failed, "join")
+
+
+def discover(data: JoinData) -> None:
+    """The cluster's CA from cluster-info, trusted only if its public key's hash matches."""
+    say("discovery", f"Reading the cluster-info ConfigMap from {data.server}")
+    if data.dry_run:
+        return
+    url = f"{data.server}/api/v1/namespaces/kube-public/configmaps/cluster-info"
+    session = requests.Session()
+    session.trust_env = False
+    try:
+        # Not verified on purpose: the pin below is what makes the answer trustworthy.
+        response = session.get(url, verify=False, timeout=10)
+    except requests.RequestException as exc:
+        raise PhaseError(
+            f"cannot reach the apiserver at {data.server}: {exc.__class__.__name__}; check "
+            "the endpoint (host:port as `labadm init` printed it), that this node can "
+            "route to it, and that the control plane is up"
+        ) from None
+    if response.status_code != 200:
+        raise PhaseError(
+            f"{data.server} answered {response.status_code} for the cluster-info ConfigMap: "
+            "is this a kubelab apiserver, and did `labadm init` finish its bootstrap-token phase?"
+        )
+    config = yaml.safe_load(response.json()["data"]["kubeconfig"])
+    ca_pem = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
+    actual = pki.ca_cert_hash(x509.load_pem_x509_certificate(ca_pem))
+    if not any(hmac.compare_digest(actual, wanted) for wanted in data.ca_cert_hashes):
+        raise PhaseError(
+            f"the cluster CA's public key hash is {actual}, not the "
+            f"--discovery-token-ca-cert-hash given ({', '.join(data.ca_cert_hashes)}): check "
+            "the hash (labadm init printed it) and that the endpoint is the right cluster"
+        )
+    say("discovery", f"Cluster info signature and contents are valid: CA pinned ({actual})")
+    data.ca_pem = ca_pem
+    data.layout.pki.mkdir(mode=0o700, parents=True, exist_ok=True)
+    pki.write_atomic(data.layout.pki / "ca.crt", ca_pem, 0o644)
+
+
+def csr_pem(node_name: str, key: ec.EllipticCurvePrivateKey) -> bytes:
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node_name}"),
+        ]
+    )
+    request = (
+        x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
+    )
+    return request.public_bytes(serialization.Encoding.PEM)
+
+
+def tls_bootstrap(data: JoinData) -> None:
+    """A client certificate for the kubelet, asked for with the bootstrap token."""
+    say("kubelet-start", "Requesting a client certificate for the kubelet (TLS bootstrap)")
+    if data.dry_run:
+        return
+    client = RestClient(
+        ClientConfig(server=data.server, ca_data=data.ca_pem, token=data.token), qps=None
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    body = {
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"generateName": "node-csr-"},
+        "spec": {
+            "request": base64.b64encode(csr_pem(data.node_name, key)).decode(),
+            "signerName": KUBELET_SIGNER,
+            "usages": ["digital signature", "client auth"],
+        },
+    }
+    try:
+        created = client.create(CSRS, body)
+    except StatusError as exc:
+        if exc.code == 401:
+            raise PhaseError(
+                f"the apiserver refused the bootstrap token ({exc}): it is unknown or "
+                "expired; on a control-plane node run `labadm token create "
+                "--print-join-command` and use the command it prints"
+            ) from None
+        raise
+    except ServerUnreachable as exc:
+        raise PhaseError(f"cannot reach the apiserver at {data.server}: {exc}") from None
+    data.pod_subnet = tokens.read_cluster_config(client).get("podSubnet", data.pod_subnet)
+    name = created["metadata"]["name"]
+    say("kubelet-start", f"CertificateSigningRequest {name} posted; waiting for it to be signed")
+    deadline = time.monotonic() + data.timeout
+    while time.monotonic() < deadline:
+        status = client.get(CSRS, name).get("status") or {}
+        for condition in status.get("conditions") or []:
+            if condition.get("type") in ("Denied", "Failed"):
+                raise PhaseError(
+                    f"CertificateSigningRequest {name} was {condition['type'].lower()}: "
+                    f"{condition.get('message', '')}"
+                )
+        if status.get("certificate"):
+            cert = base64.b64decode(status["certificate"])
+            write_kubelet_kubeconfig(data, cert, key)
+            say("kubelet-start", f"CertificateSigningRequest {name} signed")
+            return
+        time.sleep(0.5)
+    raise PhaseError(
+        f"CertificateSigningRequest {name} was not signed within {data.timeout:.0f}s: is the "
+        "controller-manager running with --cluster-signing-cert-file? (`kubectl get csr`)"
+    )
+
+
+def write_kubelet_kubeconfig(
+    data: JoinData, cert_pem: bytes, key: ec.EllipticCurvePrivateKey
+) -> None:
+    pair = pki.CertKey(x509.load_pem_x509_certificate(cert_pem), key)
+    user = f"system:node:{data.node_name}"
+    write_kubeconfig(data.layout, "kubelet", data.server, user, data.ca_pem, pair)
+
+
+def kubelet_start(data: JoinData) -> None:
+    start_kubelet(data.layout, data.node_name, data.node_ip, dry_run=data.dry_run, manifests=False)
+
+
+def show_joined(data: JoinData) -> None:
+    print(
+        "\nThis node has joined the cluster:\n"
+        "* A certificate signing request was sent to the apiserver and a response was received.\n"
+        "* The kubelet was informed of the new secure connection details.\n\n"
+        "Run 'kubectl get nodes' on the control-plane to see this node join the cluster."
+    )
+
+
+JOIN = Workflow[JoinData](
+    (
+        Phase("preflight", "Checks before changing anything", preflight),
+        Phase("discovery", "The cluster's CA, pinned by its public key's hash", discover),
+        Phase("kubelet-tls-bootstrap", "A client certificate for the kubelet", tls_bootstrap),
+        Phase("kubelet-start", "Writes the kubelet's flags and starts it", kubelet_start),
+        addons(
+            lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
+            lambda d: start_kube_proxy(d.layout, d.pod_subnet, dry_run=d.dry_run),
+        ),
+        Phase("show-joined", "Says what happened", show_joined),
+    )
+)

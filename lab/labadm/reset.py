@@ -1,0 +1,55 @@
+"""`labadm reset`: undo `labadm init` or `labadm join` on this node, so that it can join
+again: the kubelet stopped, the containers it ran removed (the static control plane
+with them), certificates, kubeconfigs, manifests, the kubelet's flags and state and the
+store member's data deleted, the network agent and kube-proxy stopped and their
+routes and chains removed (their own `--cleanup`).
+
+Not yet: removing the member from a multi-member store first.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+from agents.kubelet.runtime import NODE
+from lab.labadm.layout import NODE_IMAGE_PYTHON, Layout
+from lab.labadm.workflow import say
+
+
+def reset(layout: Layout, *, dry_run: bool = False) -> None:
+    steps: list[tuple[str, list[str]]] = [
+        ("Stopping the kubelet", ["sv", "down", "kubelet"]),
+        ("Stopping the pod network agent", ["sv", "down", "kubelab-network"]),
+        (
+            "Removing the pod network's routes and chains",
+            [NODE_IMAGE_PYTHON, "-m", "agents.network", "--cleanup"],
+        ),
+        ("Stopping kube-proxy", ["sv", "down", "kubelab-proxy"]),
+        ("Removing kube-proxy's chains", [NODE_IMAGE_PYTHON, "-m", "agents.proxy", "--cleanup"]),
+        (
+            "Removing the containers the kubelet ran",
+            ["sh", "-c", f"docker ps -aq --filter label={NODE} | xargs -r docker rm -f"],
+        ),
+    ]
+    for what, argv in steps:
+        say("reset", what)
+        if not dry_run:
+            subprocess.run(argv, capture_output=True, check=False, timeout=120)
+    for path in (
+        layout.manifests,
+        layout.pki,
+        *(layout.etc.glob("*.conf")),
+        layout.kubelet_flags,
+        layout.kubelet_dir,
+        layout.store_data,
+    ):
+        if not path.exists():
+            continue
+        say("reset", f"Deleting {path}")
+        if dry_run:
+            continue
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
