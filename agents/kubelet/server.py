@@ -148,6 +148,10 @@ class StatsCollector:
         return max(0, int((cpu_ns - prev[0]) / (at - prev[1])))
 
 
+HANDSHAKE_TIMEOUT = 10.0
+"""Seconds a client has to complete the TLS handshake."""
+
+
 class KubeletServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -160,7 +164,11 @@ class KubeletServer(ThreadingHTTPServer):
         node_usage: Callable[[], tuple[int, int]],
     ) -> None:
         super().__init__(address, _Handler)
-        self.socket = ssl_context.wrap_socket(self.socket, server_side=True)
+        # The handshake runs in the connection's own thread (`_Handler.setup`), not in
+        # accept(): a slow or broken client must not hold up the accept loop.
+        self.socket = ssl_context.wrap_socket(
+            self.socket, server_side=True, do_handshake_on_connect=False
+        )
         self.workers = workers
         self.runtime = workers.runtime
         self.authorizer = authorizer
@@ -229,6 +237,13 @@ class KubeletServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: KubeletServer
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        assert isinstance(self.request, ssl.SSLSocket)
+        self.request.settimeout(HANDSHAKE_TIMEOUT)
+        self.request.do_handshake()
+        self.request.settimeout(None)
+        super().setup()
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("kubelet https: " + format, *args)
