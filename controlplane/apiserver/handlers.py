@@ -141,6 +141,9 @@ def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: Use
         wanted = _body()
     else:
         current = strategy.to_scale(reg.get(r, ns, info.name))
+        # The read's resourceVersion is not the client's: a patch pins one only if it
+        # sets it (a controller's status write meanwhile must not make it a 409).
+        current["metadata"].pop("resourceVersion", None)
         media = (request.content_type or "").split(";")[0].strip()
         try:
             wanted = patch.apply_patch(
