@@ -18,10 +18,10 @@ before 1.24):
   (CAP_SYS_RESOURCE is outside the bounding set), so the kubelet asks for every
   capability instead (`cap_add=ALL`) and logs that it did.
 
-Inspections of containers are cached by id and the state the list reports (a running or
-exited container's inspection changes only with its state), so a relist costs one list
-call, plus one inspect per container that changed and one per sandbox (not one per
-container each relist).
+Inspections of sandboxes and containers are cached by id and the state the list reports
+(a running or exited container's inspection changes only with its state), so a relist
+costs two list calls plus one inspect per sandbox or container that changed, not one per
+sandbox each relist (which made a relist's cost grow with the pods on the node).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
@@ -64,6 +64,8 @@ from agents.kubelet.runtime import (
 )
 
 log = logging.getLogger("kubelab.kubelet.docker")
+
+T = TypeVar("T", SandboxStatus, ContainerStatus)
 
 TYPE_LABEL = "io.kubernetes.docker.type"
 ATTEMPT_LABEL = "io.kubernetes.attempt"
@@ -213,6 +215,7 @@ class DockerRuntime:
         self.api: docker.APIClient = self.client.api
         self._seen: dict[str, tuple[str, ContainerStatus]] = {}
         """Container id -> (the state the list said, the inspected status)."""
+        self._seen_sandboxes: dict[str, tuple[str, SandboxStatus]] = {}
         self._lock = threading.Lock()
         self._execs = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="exec")
 
@@ -293,8 +296,7 @@ class DockerRuntime:
             raise _failure(exc, f"stopping sandbox {sandbox_id[:12]}") from None
 
     def remove_sandbox(self, sandbox_id: str) -> None:
-        with contextlib.suppress(docker.errors.NotFound):
-            self.api.remove_container(sandbox_id, force=True, v=True)
+        self.remove_container(sandbox_id)
 
     def _listed(self, kind: str) -> list[dict[str, Any]]:
         try:
@@ -312,26 +314,51 @@ class DockerRuntime:
             return None
         return info
 
+    def _sandbox_status(self, info: dict[str, Any]) -> SandboxStatus:
+        labels = info["Config"]["Labels"] or {}
+        networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
+        ip = next((n.get("IPAddress") for n in networks.values() if n.get("IPAddress")), "")
+        return SandboxStatus(
+            id=info["Id"],
+            pod=PodRef(labels[POD_NAMESPACE], labels[POD_NAME], labels[POD_UID]),
+            attempt=int(labels.get(ATTEMPT_LABEL, 0)),
+            ready=bool(info["State"].get("Running")),
+            ip=ip or "",
+            created_at=_time(info.get("Created")) or 0.0,
+            labels=labels,
+        )
+
     def list_sandboxes(self) -> list[SandboxStatus]:
+        return self._list_cached("podsandbox", self._sandbox_status, self._seen_sandboxes)
+
+    def _list_cached(
+        self,
+        kind: str,
+        status: Callable[[dict[str, Any]], T],
+        cache: dict[str, tuple[str, T]],
+    ) -> list[T]:
+        """One list call, and an inspection only of those whose listed state is new: what
+        an inspection says of a running or exited container (a sandbox's IP included)
+        changes only with its state, as the kubelet never restarts one in place."""
         out = []
-        for entry in self._listed("podsandbox"):
-            info = self._inspect(entry["Id"])
+        seen: dict[str, tuple[str, T]] = {}
+        for entry in self._listed(kind):
+            cid, listed = entry["Id"], str(entry.get("State", ""))
+            with self._lock:
+                cached = cache.get(cid)
+            if cached is not None and cached[0] == listed and listed in STABLE_STATES:
+                seen[cid] = cached
+                out.append(cached[1])
+                continue
+            info = self._inspect(cid)
             if info is None:
                 continue
-            labels = info["Config"]["Labels"] or {}
-            networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
-            ip = next((n.get("IPAddress") for n in networks.values() if n.get("IPAddress")), "")
-            out.append(
-                SandboxStatus(
-                    id=info["Id"],
-                    pod=PodRef(labels[POD_NAMESPACE], labels[POD_NAME], labels[POD_UID]),
-                    attempt=int(labels.get(ATTEMPT_LABEL, 0)),
-                    ready=bool(info["State"].get("Running")),
-                    ip=ip or "",
-                    created_at=_time(info.get("Created")) or 0.0,
-                    labels=labels,
-                )
-            )
+            found = status(info)
+            seen[cid] = (listed, found)
+            out.append(found)
+        with self._lock:
+            cache.clear()
+            cache.update(seen)
         return out
 
     # -- containers ----------------------------------------------------------------------
@@ -410,6 +437,7 @@ class DockerRuntime:
             self.api.remove_container(container_id, force=True, v=True)
         with self._lock:
             self._seen.pop(container_id, None)
+            self._seen_sandboxes.pop(container_id, None)
 
     def _status(self, info: dict[str, Any]) -> ContainerStatus:
         state = info["State"]
@@ -446,27 +474,7 @@ class DockerRuntime:
         )
 
     def list_containers(self) -> list[ContainerStatus]:
-        out = []
-        seen: dict[str, tuple[str, ContainerStatus]] = {}
-        for entry in self._listed("container"):
-            cid, listed = entry["Id"], str(entry.get("State", ""))
-            with self._lock:
-                cached = self._seen.get(cid)
-            # What an inspection says of a running or exited container changes only with
-            # its state (the kubelet never restarts a container in place).
-            if cached is not None and cached[0] == listed and listed in STABLE_STATES:
-                seen[cid] = cached
-                out.append(cached[1])
-                continue
-            info = self._inspect(cid)
-            if info is None:
-                continue
-            status = self._status(info)
-            seen[cid] = (listed, status)
-            out.append(status)
-        with self._lock:
-            self._seen = seen
-        return out
+        return self._list_cached("container", self._status, self._seen)
 
     # -- images --------------------------------------------------------------------------
 
