@@ -257,8 +257,7 @@ class DockerRuntime:
     def _name(self, what: str, pod: PodRef, attempt: int) -> str:
         return f"{self.prefix}_{what}_{pod.name}_{pod.namespace}_{pod.uid}_{attempt}"
 
-    def run_sandbox(self, config: SandboxConfig) -> str:
-        self._ensure_image(self.pause_image)
+    def run_sandbox(self, config: SandboxConfig) -> SandboxStatus:
         labels = {
             **config.labels,
             NODE: self.node,
@@ -276,18 +275,33 @@ class DockerRuntime:
             init=False,
         )
         name = self._name("POD", config.pod, config.attempt)
-        try:
-            created = self.api.create_container(
+
+        def create() -> Any:
+            return self.api.create_container(
                 self.pause_image,
                 name=name,
                 hostname=None if config.host_network else config.hostname[:63],
                 labels=labels,
                 host_config=host_config,
             )
+
+        try:
+            try:
+                created = create()
+            except docker.errors.ImageNotFound:  # pulled once, not looked up for every pod
+                self.pull_image(self.pause_image)
+                created = create()
             self.api.start(created["Id"])
+            info = self._inspect(created["Id"])  # its IP, as CRI's PodSandboxStatus
         except docker.errors.APIError as exc:
             raise _failure(exc, f"starting sandbox {name}") from None
-        return str(created["Id"])
+        if info is None:
+            raise NotFound(f"sandbox {name} vanished as it started")
+        status = self._sandbox_status(info)
+        if status.ready:  # the next relist need not inspect it again
+            with self._lock:
+                self._seen_sandboxes[status.id] = ("running", status)
+        return status
 
     def stop_sandbox(self, sandbox_id: str) -> None:
         try:
@@ -364,11 +378,10 @@ class DockerRuntime:
     # -- containers ----------------------------------------------------------------------
 
     def create_container(self, sandbox_id: str, config: ContainerConfig) -> str:
-        sandbox = self._inspect(sandbox_id)
-        if sandbox is None:
-            raise NotFound(f"no sandbox {sandbox_id[:12]}")
-        slabels = sandbox["Config"]["Labels"]
-        pod = PodRef(slabels[POD_NAMESPACE], slabels[POD_NAME], slabels[POD_UID])
+        # The pod's name from the container's own labels: no inspection of the sandbox (the
+        # engine refuses a sandbox that is gone when the container starts).
+        labels = config.labels
+        pod = PodRef(labels[POD_NAMESPACE], labels[POD_NAME], labels[POD_UID])
         r = config.resources
         host_config = self.api.create_host_config(
             network_mode=f"container:{sandbox_id}",
@@ -486,10 +499,6 @@ class DockerRuntime:
         except docker.errors.APIError as exc:
             raise _failure(exc, f"inspecting image {image}") from None
         return ImageInfo(image, str(info["Id"]), int(info.get("Size") or 0))
-
-    def _ensure_image(self, image: str) -> None:
-        if self.image_status(image) is None:
-            self.pull_image(image)
 
     def pull_image(self, image: str) -> ImageInfo:
         repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
