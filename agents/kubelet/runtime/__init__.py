@@ -186,6 +186,8 @@ class Event:
     container_id: str
     pod_uid: str
     action: str
+    at: float = 0.0
+    """When it happened (epoch seconds); 0: unknown."""
 
 
 class ExecSession(Protocol):

@@ -71,6 +71,8 @@ TYPE_LABEL = "io.kubernetes.docker.type"
 ATTEMPT_LABEL = "io.kubernetes.attempt"
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 STABLE_STATES = ("running", "exited", "dead")
+STATE_EVENTS = ("create", "start", "die", "oom", "destroy")
+"""The engine's container events that change what a relist sees."""
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _CLONE_NEWNET = 0x40000000
 
@@ -616,12 +618,22 @@ class DockerRuntime:
             since=int(now),
             until=int(now + stop_after),
             decode=True,
-            filters={"type": "container", "label": f"{NODE}={self.node}"},
+            # Only changes of state: not exec_* (every exec probe), attach, resize, kill.
+            filters={
+                "type": "container",
+                "label": f"{NODE}={self.node}",
+                "event": list(STATE_EVENTS),
+            },
         )
         try:
             for raw in stream:
                 attrs = (raw.get("Actor") or {}).get("Attributes") or {}
-                yield Event(str(raw.get("id", "")), attrs.get(POD_UID, ""), str(raw.get("status")))
+                yield Event(
+                    str(raw.get("id", "")),
+                    attrs.get(POD_UID, ""),
+                    str(raw.get("status")),
+                    int(raw.get("timeNano") or 0) / 1e9,
+                )
         except docker.errors.APIError as exc:
             raise _failure(exc, "reading the engine's events") from None
         finally:
