@@ -127,6 +127,19 @@ def _latest(
     return (found[-1] if found else None), found[:-1]
 
 
+def _desired(pod: Object) -> tuple[object, ...]:
+    """What a sync acts on: the pod less its status and bookkeeping (resourceVersion,
+    managedFields), as Kubernetes' `podsDifferSemantically`."""
+    meta = pod["metadata"]
+    return (
+        pod.get("spec"),
+        meta.get("labels"),
+        meta.get("annotations"),
+        meta.get("deletionTimestamp"),
+        meta.get("deletionGracePeriodSeconds"),
+    )
+
+
 def _ready_sandbox(snapshot: PodSnapshot) -> SandboxStatus | None:
     ready = [s for s in snapshot.sandboxes if s.ready]
     return max(ready, key=lambda s: s.attempt) if ready else None
@@ -176,9 +189,14 @@ class PodWorkers:
             st = self.pods.get(uid)
             if st is None:
                 self.pods[uid] = PodState(pod, static=static)
+                changed = True
             else:
+                changed = st.pod is None or _desired(st.pod) != _desired(pod)
                 st.pod = pod
-        self.queue.add(uid)
+        # The kubelet's own status writes come back through the watch: they change
+        # nothing to do (Kubernetes' config source drops them the same way).
+        if changed:
+            self.queue.add(uid)
 
     def remove(self, uid: str) -> None:
         """A pod is gone from its source: stop and remove what is left of it."""
