@@ -475,13 +475,16 @@ def measure(
     kubelab: Callable[[], list[float]],
     floor: Callable[[], list[float]],
     nodes: list[Node],
+    clear: Callable[[], None],
 ) -> None:
-    """One run through the kubelets, then the same through the peer; the rows, the
-    ratios and what each cost the nodes."""
+    """One run through the kubelets, `clear` (their pods deleted: the pod network has
+    addresses for 253), then the same through the peer; the rows, the ratios and what
+    each cost the nodes."""
     meter, before = Meter(nodes), cpu_seconds()
     latencies = kubelab()
     emit(results, Result(f"kubelab: {what}", len(latencies), latencies, cpu_seconds() - before))
     note(notes, f"kubelab, {what}: {meter.report(len(latencies))}")
+    clear()
     meter = Meter(nodes)
     floor_latencies = floor()
     emit(
@@ -534,6 +537,7 @@ def run_docker(args: argparse.Namespace) -> tuple[list[Result], list[str]]:
                     node.sh(ENGINE_DEBUG)
                 namespace = new_namespace(admin)
                 watch = RunningWatch(admin, namespace)
+                clear = functools.partial(delete_pods, admin, namespace, nodes)
                 try:
                     for count in (1, 2) if "burst" in args.runs else ():
                         used = nodes[:count]
@@ -544,9 +548,8 @@ def run_docker(args: argparse.Namespace) -> tuple[list[Result], list[str]]:
                                 burst, watch, [n.name for n in used], args.burst, f"b{count}"
                             ),
                             functools.partial(peer, used, args.burst),
-                            used,
+                            used, clear,
                         )  # fmt: skip
-                        delete_pods(admin, namespace, nodes)
                     if "steady" in args.runs:
                         names = [n.name for n in nodes]
                         total = int(args.rate * args.seconds)
@@ -561,9 +564,8 @@ def run_docker(args: argparse.Namespace) -> tuple[list[Result], list[str]]:
 
                         measure(
                             results, notes, what, kubelab_steady,
-                            lambda: peer(nodes, total, args.rate), nodes,
+                            lambda: peer(nodes, total, args.rate), nodes, clear,
                         )  # fmt: skip
-                        delete_pods(admin, namespace, nodes)
                 except TimeoutError:
                     for node in nodes:  # why: the kubelets' own words
                         log = node.sh("tail -n 40 /var/log/kubelet.log", check=False)
