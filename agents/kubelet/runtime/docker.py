@@ -70,7 +70,9 @@ T = TypeVar("T", SandboxStatus, ContainerStatus)
 TYPE_LABEL = "io.kubernetes.docker.type"
 ATTEMPT_LABEL = "io.kubernetes.attempt"
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
-STABLE_STATES = ("running", "exited", "dead")
+STABLE_STATES = ("created", "running", "exited", "dead")
+"""Listed states whose inspection stays as it is until the state changes (not
+"restarting", "removing", "paused": the kubelet makes none of them, but another may)."""
 STATE_EVENTS = ("create", "start", "die", "oom", "destroy")
 """The engine's container events that change what a relist sees."""
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -354,8 +356,8 @@ class DockerRuntime:
         cache: dict[str, tuple[str, T]],
     ) -> list[T]:
         """One list call, and an inspection only of those whose listed state is new: what
-        an inspection says of a running or exited container (a sandbox's IP included)
-        changes only with its state, as the kubelet never restarts one in place."""
+        an inspection says of a created, running or exited container (a sandbox's IP
+        included) changes only with its state, as the kubelet never restarts one in place."""
         out = []
         seen: dict[str, tuple[str, T]] = {}
         for entry in self._listed(kind):
