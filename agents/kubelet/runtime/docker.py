@@ -302,9 +302,8 @@ class DockerRuntime:
         if info is None:
             raise NotFound(f"sandbox {name} vanished as it started")
         status = self._sandbox_status(info)
-        if status.ready:  # the next relist need not inspect it again
-            with self._lock:
-                self._seen_sandboxes[status.id] = ("running", status)
+        with self._lock:  # the next relist need not inspect it again
+            self._seen_sandboxes[status.id] = (str(info["State"].get("Status", "")), status)
         return status
 
     def stop_sandbox(self, sandbox_id: str) -> None:
@@ -358,6 +357,8 @@ class DockerRuntime:
         """One list call, and an inspection only of those whose listed state is new: what
         an inspection says of a created, running or exited container (a sandbox's IP
         included) changes only with its state, as the kubelet never restarts one in place."""
+        with self._lock:
+            before = dict(cache)
         out = []
         seen: dict[str, tuple[str, T]] = {}
         for entry in self._listed(kind):
@@ -372,11 +373,17 @@ class DockerRuntime:
             if info is None:
                 continue
             found = status(info)
-            seen[cid] = (listed, found)
+            # Keyed by the state inspected, which may be newer than the state listed.
+            seen[cid] = (str(info["State"].get("Status", "")), found)
             out.append(found)
         with self._lock:
-            cache.clear()
-            cache.update(seen)
+            # Entries that changed meanwhile (`run_sandbox` put one in) are newer: kept.
+            for cid, old in before.items():
+                if cid not in seen and cache.get(cid) is old:
+                    del cache[cid]
+            for cid, new in seen.items():
+                if cache.get(cid) is before.get(cid):
+                    cache[cid] = new
         return out
 
     # -- containers ----------------------------------------------------------------------
