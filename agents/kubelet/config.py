@@ -91,11 +91,8 @@ class KubeletConfig:
     in the node's podCIDR)."""
     cgroup_root: str = "kubepods"
     """The parent of the pods' cgroups (by QoS class: kubepods/burstable/pod<uid>)."""
-    workers: int = 16
-    """Threads syncing pods (each pod is synced by one at a time). A pod start spends
-    most of its time waiting on the engine, which starts many containers at once better
-    than a few in turn: 4 threads left 30 pods queued behind the engine's slowest starts
-    (Kubernetes runs a goroutine per pod)."""
+    workers: int = 4
+    """Threads syncing pods (each pod is synced by one at a time)."""
 
 
 def _reserved(text: str) -> Reserved:
