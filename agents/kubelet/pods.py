@@ -255,7 +255,13 @@ class PodWorkers:
             self._write_status(uid, st, pod)
             return
         st.wake_at = None
+        acted_at = st.acted_at
         self._sync(uid, st, pod)
+        if st.acted_at != acted_at:
+            # It started something: the status it writes shows that (Running), from a
+            # relist after the start, rather than Pending and then Running from another
+            # sync that would wait in the queue behind other pods' starts.
+            self.pleg.snapshot(uid, newer_than=st.acted_at)
         self._write_status(uid, st, pod)
         self._gc_containers(uid, pod)
         wake = min(
