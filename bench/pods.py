@@ -478,7 +478,7 @@ def measure(
     notes: list[str],
     what: str,
     kubelab: Callable[[], list[float]],
-    floor: Callable[[], list[float]],
+    floor: Callable[[], list[float]] | None,
     nodes: list[Node],
     clear: Callable[[], None],
 ) -> None:
@@ -492,6 +492,8 @@ def measure(
         emit(results, Result(what_, len(latencies), latencies, cpu_seconds() - before))
         note(notes, f"kubelab, {what}: {meter.report(len(latencies))}")
     clear()
+    if floor is None:
+        return
     meter = Meter(nodes)
     floor_latencies = floor()
     if not floor_latencies:
@@ -557,7 +559,7 @@ def run_docker(args: argparse.Namespace) -> tuple[list[Result], list[str]]:
                             functools.partial(
                                 burst, watch, [n.name for n in used], args.burst, f"b{count}"
                             ),
-                            functools.partial(peer, used, args.burst),
+                            functools.partial(peer, used, args.burst) if args.peer else None,
                             used, clear,
                         )  # fmt: skip
                     if "steady" in args.runs:
@@ -574,7 +576,8 @@ def run_docker(args: argparse.Namespace) -> tuple[list[Result], list[str]]:
 
                         measure(
                             results, notes, what, kubelab_steady,
-                            lambda: peer(nodes, total, args.rate), nodes, clear,
+                            (lambda: peer(nodes, total, args.rate)) if args.peer else None,
+                            nodes, clear,
                         )  # fmt: skip
                 except TimeoutError:
                     for node in nodes:  # why: the kubelets' own words
@@ -624,6 +627,12 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=30)
     parser.add_argument("--rate", type=float, default=5.0)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--peer",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the direct-Docker peer beside each run (--no-peer while iterating)",
+    )
     parser.add_argument(
         "--runs",
         default="burst,steady",
