@@ -10,7 +10,9 @@ tests' nodes after they stop.
 
 `controllers(cluster, "--controllers=node-ipam-controller", "--cluster-cidr=...")` runs
 one term of the real `ControllerManager`, as the user system:kube-controller-manager,
-with the command line parsed by the real `parse_args`, until the `with` block ends.
+with the command line parsed by the real `parse_args`, until the `with` block ends;
+`controller_manager(config, options)` does the same from `Options` (the workload
+controllers' test bed, `workloads.py`, uses it and `Cluster` too).
 """
 
 from __future__ import annotations
