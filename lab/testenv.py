@@ -128,6 +128,7 @@ class _Gateway(Gateway_10):
         to report yet must answer 200 now, clients wait for the headers), and that a
         `Disconnect` (a fault) closes the connection without (finishing) an answer."""
         req = self.req
+        req.server.requests.keep_up()  # this worker may now be busy for long (a watch)
         try:
             result = req.server.wsgi_app(self.env, self.start_response)
             try:
@@ -147,14 +148,21 @@ class _Gateway(Gateway_10):
 
 
 class _Pool(ThreadPool):
-    """cheroot's worker pool, growing a worker whenever none would be free for a
-    request: a watch holds its worker for as long as it runs (as does a held fault),
-    and a pool of fixed size would leave later requests queued behind them."""
+    """cheroot's worker pool, growing whenever a queued connection would find no free
+    worker: a watch holds its worker for as long as it runs (as does a held fault), and
+    a pool of fixed size would leave later requests queued behind them."""
 
     def put(self, obj: Any) -> None:
-        if self.idle <= self.qsize:
-            self.grow(1)
         super().put(obj)
+        self.keep_up()
+
+    def keep_up(self) -> None:
+        """Start a worker for each queued connection that no idle worker will take.
+        Called as a connection is queued and as a worker starts on a request (until
+        then a worker that has just taken a connection still counts as idle)."""
+        short = self.qsize - self.idle
+        if short > 0:
+            self.grow(short)
 
     def grow(self, amount: int) -> None:
         """As cheroot's, except that the workers are daemon threads (a test that never

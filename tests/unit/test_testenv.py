@@ -144,6 +144,25 @@ def test_connections_are_kept_alive(apiserver: Environment, namespace: str) -> N
     assert len({r.connection for r in log.requests}) == 1, log.requests
 
 
+def test_requests_are_served_beside_many_open_watches(
+    apiserver: Environment, namespace: str, admin: RestClient
+) -> None:
+    """Each open watch holds a server thread: the pool grows, so more watches than it
+    started with, and a request after them, are all served."""
+    clients = [RestClient(apiserver.client_config(), qps=None) for _ in range(12)]
+    watches = [c.watch(CONFIGMAPS, namespace, timeout_seconds=60) for c in clients]
+    try:
+        apiserver.wait_for_watches(len(watches), CONFIGMAPS, namespace, timeout=30)
+        admin.create(CONFIGMAPS, configmap("a"), namespace)
+        for watch in watches:
+            assert next(iter(watch)).object["metadata"]["name"] == "a"
+    finally:
+        for watch in watches:
+            watch.close()
+        for client in clients:
+            client.close()
+
+
 def test_a_dropped_connection_is_replaced(
     apiserver: Environment, namespace: str, admin: RestClient
 ) -> None:
