@@ -637,6 +637,11 @@ class DockerRuntime:
         try:
             for raw in stream:
                 attrs = (raw.get("Actor") or {}).get("Attributes") or {}
+                if raw.get("status") == "oom":
+                    # The engine may mark OOMKilled after the container shows exited: an
+                    # inspection cached at "exited" would miss it for good.
+                    with self._lock:
+                        self._seen.pop(str(raw.get("id", "")), None)
                 yield Event(
                     str(raw.get("id", "")),
                     attrs.get(POD_UID, ""),
