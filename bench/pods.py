@@ -12,12 +12,15 @@ Runs, each giving p50 and p99 of create-to-Running:
 * steady: pods created at a fixed rate (5/s) for a while (60 s), over two nodes.
 
 `--runtime docker`: two node containers (lab.nodes) with their own dockerd, the kubelet
-as their runit service (lab.nodekubelet), busybox and pause loaded. Beside each burst,
-the floor that Docker itself sets here, the peer: the same number of sandbox + app
-container pairs started at once directly through the Docker API inside the node(s)
-(pause on the `kubepods` bridge, busybox joined to its network namespace), timed from
-the request to the app container started. Then the idle node: CPU and memory of a node
-container with its dockerd and kubelet and no pods, over 20 s.
+as their runit service (lab.nodekubelet), busybox and pause loaded. Beside each run, the
+floor that Docker itself sets here, the peer: the same sandbox + app container pairs
+started directly through the Docker API inside the same node(s) (pause on the `kubepods`
+bridge, busybox joined to its network namespace), each from a thread of its own, all at
+once beside a burst and at the same rate beside the steady run, timed from the moment a
+pair is due to its app container started. Each run also prints what it cost the nodes:
+Docker API calls per pod (from dockerd's debug log), kubelet and engine CPU per pod, and
+the load average. First the idle node: CPU and memory of a node container with its
+dockerd and kubelet and no pods, over 20 s.
 
 `--runtime memory`: the same through the in-memory runtime (`MemoryRuntime`): nothing
 runs, so the figures are the kubelet's and the API's own overhead, on the hollow node's
@@ -30,6 +33,7 @@ The machine has two cores shared with other work: the CPU the process used is pr
 next to the figures.
 
     python -m bench.pods [--runtime memory|docker] [--burst 30] [--rate 5] [--seconds 60]
+        [--runs burst,steady] [--no-peer]
 """
 
 from __future__ import annotations
