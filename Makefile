@@ -25,9 +25,10 @@ help:
 # its peer in benchmarks.
 SYSTEM_STAMP := $(VENV)/.system-packages
 
-# The image builder (lab/images.py) needs debootstrap and a C compiler (the pause image).
-SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils
-SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip
+# The image builder (lab/images.py) needs debootstrap and a C compiler (the pause image);
+# the lab pushes images into its registry with skopeo.
+SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils skopeo
+SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip skopeo
 
 $(SYSTEM_STAMP):
 	@mkdir -p $(VENV)

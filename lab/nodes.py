@@ -28,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -44,6 +45,9 @@ DEFAULT_SUBNET = "10.244.0.0/16"
 # A pull of docker.io/... would wait on lookups Docker's embedded DNS cannot answer on an
 # internal network; mapped to the node itself, it fails at once or goes to the mirror.
 DOCKER_IO_NAMES = ("docker.io", "index.docker.io", "registry-1.docker.io", "auth.docker.io")
+# Started again by an engine restart unless stopped on purpose (`labctl stop`); the
+# docker stubs know only "always" and "on-failure".
+UNLESS_STOPPED: Any = {"Name": "unless-stopped"}
 # Where a subnet is taken: another lab (another test run) may hold 10.244.0.0/16.
 SUBNET_CANDIDATES = tuple(f"10.{second}.0.0/16" for second in range(244, 256))
 
@@ -221,6 +225,8 @@ class NodeCluster:
             network=self.network_name,
             networking_config={self.network_name: endpoint},
             mem_limit=memory,
+            # An engine restart starts the nodes again (labctl stop leaves them stopped).
+            restart_policy=UNLESS_STOPPED,
             environment={"KUBELAB_REGISTRY_MIRRORS": ",".join(registry_mirrors)},
         )
         node = Node(

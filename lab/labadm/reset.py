@@ -13,8 +13,11 @@ import shutil
 import subprocess
 
 from agents.kubelet.runtime import NODE
+from lab.labadm.init import SERVICE_DIR
 from lab.labadm.layout import NODE_IMAGE_PYTHON, Layout
 from lab.labadm.workflow import say
+
+SERVICES = ("kubelet", "kubelab-network", "kubelab-proxy")
 
 
 def reset(layout: Layout, *, dry_run: bool = False) -> None:
@@ -36,6 +39,10 @@ def reset(layout: Layout, *, dry_run: bool = False) -> None:
         say("reset", what)
         if not dry_run:
             subprocess.run(argv, capture_output=True, check=False, timeout=120)
+    say("reset", f"Disabling {', '.join(SERVICES)} (runit's down files)")
+    for service in SERVICES if not dry_run else ():
+        if (SERVICE_DIR / service).is_dir():
+            (SERVICE_DIR / service / "down").touch()
     for path in (
         layout.manifests,
         layout.pki,

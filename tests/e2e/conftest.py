@@ -1,9 +1,20 @@
-"""One Docker lab per test session: `labctl up` of one control-plane node and one
-worker, under a run-specific prefix (`kl-<worktree>-<random>`), removed at the end even
-after a failure. Under CI=true a missing Docker engine fails instead of skipping."""
+"""One Docker lab per test session: `labctl up` of one control-plane node and two
+workers (with the lab's registry mirror), under a run-specific prefix
+(`kl-<worktree>-<random>`), removed at the end even after a failure. Under CI=true a
+missing Docker engine fails instead of skipping.
+
+HOME and KUBECONFIG point into the session's temporary folder while the lab lives:
+`labctl up` merges its context into the user's kubeconfig as kind does, and a test run
+must never write the machine's real ~/.kube.
+
+The files run in name order, and the tests that stop nodes run last:
+test_lab (labadm, the pod network), test_seeds (the seeds' flows with the real kubectl),
+test_stop (a stopped worker, nodes added and removed, the whole lab stopped and started).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +26,29 @@ from tests.node.conftest import docker_client, run_prefix
 
 
 @pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def user_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """HOME and KUBECONFIG in a temporary folder for the session."""
+    home = tmp_path_factory.mktemp("home")
+    saved = {key: os.environ.get(key) for key in ("HOME", "KUBECONFIG")}
+    os.environ["HOME"] = str(home)
+    os.environ["KUBECONFIG"] = str(home / ".kube" / "config")
+    try:
+        yield home
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory, user_home: Path) -> Iterator[Lab]:
     config = ClusterConfig.parse(
-        {"name": "e2e", "nodes": [{"role": "control-plane"}, {"role": "worker"}]}
+        {
+            "name": "e2e",
+            "nodes": [{"role": "control-plane"}, {"role": "worker"}, {"role": "worker"}],
+        }
     )
     directory: Path = tmp_path_factory.mktemp("lab")
     the_lab = Lab(config, directory, prefix=run_prefix(), builder=Builder(client=docker_client()))
