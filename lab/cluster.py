@@ -351,6 +351,9 @@ class Lab:
         (self.directory / "state.json").write_text(json.dumps(state, indent=2))
 
     def down(self) -> None:
+        state = self.directory / "state.json"
+        if state.exists():  # the prefix the lab was made with (`up --prefix`)
+            self.prefix = json.loads(state.read_text())["prefix"]
         with step(f"Removing the lab {self.config.name!r} ({self.prefix})"):
             NodeCluster(self.prefix, client=self.builder.client).remove()
         if kubeconfigs.unmerge(self.config.name):
@@ -445,4 +448,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m lab.cluster`: through the imported module, so that lab.lifecycle (which
+    # imports lab.cluster) raises the LabError that main catches.
+    from lab.cluster import main as labctl
+
+    labctl()
