@@ -129,8 +129,11 @@ class Node:
             self.container.reload()
             if self.container.status != "running":
                 break
-            if self.exec("docker", "version", check=False, timeout=10).returncode == 0:
-                return
+            try:
+                if self.exec("docker", "version", check=False, timeout=10).returncode == 0:
+                    return
+            except subprocess.TimeoutExpired:
+                continue  # a busy engine: docker exec itself can take that long
             time.sleep(0.2)
         self.container.reload()
         tail = self.container.logs(tail=30).decode(errors="replace")
