@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab.client import RestClient, StatusError, resource_for
+from kubelab.client import RestClient, resource_for
+from lab.labadm import tokens
 from lab.labadm.layout import CLUSTER_DNS, CONTROL_PLANE_LABEL, NODE_IMAGE_PYTHON
 from lab.labadm.workflow import say
 
@@ -114,11 +115,6 @@ def deploy(client: RestClient | None, image: str) -> None:
     for resource, body in objects(image):
         name = body["metadata"]["name"]
         say("addons", f'Creating {resource.kind} "{name}" of the cluster DNS add-on')
-        if client is None:
-            continue
-        try:
-            client.create(resource, body)
-        except StatusError as exc:
-            if exc.code != 409:
-                raise
+        if client is not None:
+            tokens.create_or_keep(client, resource, body)
     say("addons", f"Applied essential addon: cluster DNS at {CLUSTER_DNS}")
