@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 from agents.kubelet.runtime import NODE
 from lab.labadm.init import SERVICE_DIR
@@ -54,9 +55,18 @@ def reset(layout: Layout, *, dry_run: bool = False) -> None:
         if not path.exists():
             continue
         say("reset", f"Deleting {path}")
-        if dry_run:
-            continue
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+        if not dry_run:
+            delete(path)
+
+
+def delete(path: Path) -> None:
+    """Delete a file or a folder; a folder that is a mount point (the lab's nodes keep
+    /etc/kubelab, /var/lib/kubelet and the store's data on named volumes) is emptied."""
+    if not path.is_dir() or path.is_symlink():
+        path.unlink()
+        return
+    if not path.is_mount():
+        shutil.rmtree(path)
+        return
+    for child in path.iterdir():
+        delete(child)

@@ -16,6 +16,7 @@ import pytest
 
 from lab import lifecycle
 from lab.cluster import Lab
+from lab.nodes import NODE_VOLUMES
 from tests.e2e.test_seeds import kubectl, running
 from tests.waiting import until
 
@@ -97,8 +98,9 @@ spec:
     client = lab.builder.client
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(node.container_name)
-    with pytest.raises(docker.errors.NotFound):
-        client.volumes.get(f"{node.container_name}-docker")
+    for suffix in NODE_VOLUMES:
+        with pytest.raises(docker.errors.NotFound):
+            client.volumes.get(f"{node.container_name}-{suffix}")
     assert "worker3" not in (lab.directory / "state.json").read_text()
 
 
@@ -114,6 +116,10 @@ def test_the_lab_comes_back_after_stop_and_start(lab: Lab) -> None:
         assert node.container.status == "exited"
     lifecycle.start(lab)
     assert {n.name: n.ip for n in lab.nodes.nodes} == ips
+    # The store's data and the certificates are on the nodes' named volumes.
+    cp = lab.nodes.nodes[0]
+    assert cp.sh("findmnt -n -o TARGET /var/lib/kubelab-store").strip() == "/var/lib/kubelab-store"
+    assert cp.sh("ls /etc/kubelab/pki/ca.crt").strip() == "/etc/kubelab/pki/ca.crt"
     assert lab.kubeconfig.read_text() == admin  # the same CA and credentials answer
     for name in ips:
         assert node_ready(name), name
