@@ -11,12 +11,15 @@ A small YAML file describes the cluster, like kind's:
       - role: worker
 
 `up` is a list of actions, each printed as it starts and with its time when done:
-build the images (through `lab.images`, skipped when current), start the node
-containers on the lab's internal network (`lab.nodes`), load the images the nodes need
-(the node image itself into control-plane nodes: their static pods run it), run
-`labadm init` on the first control-plane node, `labadm join` on the workers (in
-parallel), fetch the admin kubeconfig and wait until every node is Ready. A summary of
-nodes, roles, addresses and the kubeconfig's path ends it.
+build the images (through `lab.images`, skipped when current), start the lab's
+registry mirror (`lab.registry`) and the node containers on the lab's internal network
+(`lab.nodes`), push the images pods pull to the registry (the node image too: the
+control plane's static pods run it) and load pause into the nodes, run `labadm init` on
+the first control-plane node, `labadm join` on the workers (in parallel), fetch the
+admin kubeconfig and wait until every node is Ready. A summary of nodes, roles,
+addresses and the kubeconfig's path ends it, and the lab's context is merged into the
+user's kubeconfig (`lab.kubeconfigs`). A running lab's other commands (stop, start,
+nodes add|remove, load-image, kubeconfig) are `lab.lifecycle`'s.
 
 Commands reach the nodes through `NodeShell`, one small interface; today it is `docker
 exec` (`DockerShell`). SSH (fabric/paramiko, keys made per cluster, as the issue asks)
@@ -57,8 +60,8 @@ from kubelab.client import (
 from lab import kubeconfigs
 from lab.images import BUSYBOX_IMAGE, NGINX_IMAGE, PAUSE_IMAGE, Builder
 from lab.labadm.layout import API_PORT
-from lab.nodes import LAB_LABEL, Node, NodeCluster
-from lab.registry import Registry
+from lab.nodes import LAB_LABEL, Node, NodeCluster, NodeError
+from lab.registry import Registry, RegistryError
 
 NODES = resource_for("v1", "Node")
 ROLES = ("control-plane", "worker")
@@ -443,7 +446,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         lab = Lab(config, args.dir / config.name, prefix=args.prefix)
         actions[args.action](lab, args.operands)
-    except (LabError, docker.errors.DockerException) as exc:
+    except (LabError, NodeError, RegistryError, docker.errors.DockerException) as exc:
         sys.exit(f"error: {exc}")
 
 
