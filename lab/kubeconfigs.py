@@ -3,8 +3,9 @@
 `labctl up` copies the admin kubeconfig's cluster, user and context into the user's
 kubeconfig under one name, `kubelab-<cluster name>`, and makes that context current, so
 that a plain `kubectl get nodes` reaches the lab; `labctl down` takes those three
-entries out again (and the current context, if it was the lab's). The file is the
-first of `$KUBECONFIG`'s paths when it is set, else `~/.kube/config`, as kind picks it.
+entries out again (and the current context, if it was the lab's). The file is the one
+kind (and kubectl) would merge into: of `$KUBECONFIG`'s paths the first that exists,
+else the last; `~/.kube/config` without `$KUBECONFIG`.
 Entries of other clusters are left as they were; the file is rewritten atomically with
 mode 0600 (it holds credentials).
 """
@@ -23,9 +24,13 @@ SECTIONS = {"clusters": "cluster", "users": "user", "contexts": "context"}
 
 
 def user_kubeconfig() -> Path:
-    """Where kubectl reads (and kind writes): $KUBECONFIG's first path, or ~/.kube/config."""
-    paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-    return Path(paths[0]) if paths else Path.home() / ".kube" / "config"
+    """The file kubectl would merge a new context into, as kind picks it: of
+    $KUBECONFIG's paths the first that exists, else the last; without $KUBECONFIG,
+    ~/.kube/config."""
+    paths = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if not paths:
+        return Path.home() / ".kube" / "config"
+    return next((p for p in paths if p.is_file()), paths[-1])
 
 
 def context_name(cluster: str) -> str:

@@ -34,9 +34,10 @@ def test_the_context_is_merged_beside_others_and_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     user = tmp_path / "home" / ".kube" / "config"
-    monkeypatch.setenv("KUBECONFIG", f"{user}:{tmp_path / 'other'}")
-    assert kubeconfigs.user_kubeconfig() == user
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{user}:{tmp_path / 'last'}")
+    assert kubeconfigs.user_kubeconfig() == tmp_path / "last"  # none exists: the last
     admin_conf(user, "https://other.example:6443")  # someone else's cluster, kept
+    assert kubeconfigs.user_kubeconfig() == user  # the first that exists
     admin = admin_conf(tmp_path / "admin.conf", "https://10.244.255.10:6443")
 
     assert kubeconfigs.merge(admin, "demo") == user
