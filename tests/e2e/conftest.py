@@ -20,9 +20,30 @@ from pathlib import Path
 
 import pytest
 
-from lab.cluster import ClusterConfig, Lab
+from lab.cluster import IMAGES, ClusterConfig, Lab
 from lab.images import Builder
-from tests.node.conftest import docker_client, run_prefix
+from tests.node.conftest import docker_client, docker_client_or_none, run_prefix
+
+
+HERE = Path(__file__).parent
+LAB_TIMEOUT = 600
+"""Seconds for one e2e test with its setup: the first one brings the lab up (about 80 s
+after the images here, several minutes when the shared machine is loaded)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(item.path).is_relative_to(HERE):
+            item.add_marker(pytest.mark.timeout(LAB_TIMEOUT))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the lab's images before any test runs (a node layer rebuild took 250 s on
+    the loaded machine): not against the first test's timeout."""
+    if any(Path(item.path).is_relative_to(HERE) for item in session.items):
+        client = docker_client_or_none()
+        if client is not None:
+            Builder(client=client).ensure(IMAGES)
 
 
 @pytest.fixture(scope="session")
