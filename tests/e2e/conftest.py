@@ -24,7 +24,6 @@ from lab.cluster import IMAGES, ClusterConfig, Lab
 from lab.images import Builder
 from tests.node.conftest import docker_client, docker_client_or_none, run_prefix
 
-
 HERE = Path(__file__).parent
 LAB_TIMEOUT = 600
 """Seconds for one e2e test with its setup: the first one brings the lab up (about 80 s
