@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agents.kubelet.runtime import ContainerStatus, Runtime, SandboxStatus
+from agents.kubelet.runtime import ContainerStatus, Runtime, RuntimeFailure, SandboxStatus
 
 log = logging.getLogger("kubelab.kubelet.pleg")
 
@@ -57,10 +57,19 @@ class PLEG:
             return set(self._pods)
 
     def snapshot(self, uid: str, newer_than: float = 0.0) -> PodSnapshot:
-        """The pod's runtime state, from a relist that started after `newer_than`."""
+        """The pod's runtime state, from a relist that started after `newer_than`.
+
+        Raises `RuntimeFailure` when that relist failed: a worker that started a
+        container and then read an older state would not see it, and create it a second
+        time (Docker refuses the name: "Conflict"); it retries instead."""
         if newer_than and self._relisted_at < newer_than:
             self.relist(newer_than)
         with self._cond:
+            if newer_than and self._relisted_at < newer_than:
+                raise RuntimeFailure(
+                    f"kubelet {self.runtime.node}: no runtime state newer than the pod's "
+                    "last change (the relist failed; see the warning before); will retry"
+                )
             return self._pods.get(uid, PodSnapshot())
 
     def relist(self, newer_than: float = 0.0) -> None:

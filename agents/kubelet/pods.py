@@ -365,8 +365,10 @@ class PodWorkers:
                 if latest.state == State.CREATED:
                     continue
                 if not _restarts(policy, latest.exit_code):
+                    st.waiting.pop(c["name"], None)  # done for good: it waits for nothing
                     continue
             elif latest is not None and not _restarts(policy, latest.exit_code):
+                st.waiting.pop(c["name"], None)
                 continue  # from an older sandbox, done for good
             self._start(uid, st, pod, c, sandbox, latest, volumes, init=False)
         if self._pod_done(pod, self.pleg.snapshot(uid), policy):
@@ -522,6 +524,8 @@ class PodWorkers:
             return
         try:
             cid = self.runtime.create_container(sandbox.id, config)
+            # It exists from now on, started or not: the next sync must see it.
+            st.acted_at = time.time()
             self.recorder.event(pod, NORMAL, "Created", f"Created container {name}", path)
             self.runtime.start_container(cid)
             st.acted_at = time.time()

@@ -15,6 +15,7 @@ certificate nor takes connections over.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 import uuid
@@ -275,3 +276,35 @@ def test_port_forward_reaches_a_port_nothing_publishes(
     # httpd may not listen yet when the pod turns Running.
     answer = until(lambda: (a := fetch()) and b"200" in a and a, "an answer through the tunnel")
     assert answer.startswith(b"HTTP/1.") and answer.endswith(b"hello-from-the-pod\n")
+
+
+@pytest.mark.parametrize("policy", ["Never", "OnFailure"])
+def test_a_container_that_exits_0_completes_once_and_is_never_created_again(
+    cluster: Cluster, namespace: str, kubelet: Kubelet, docker_images: DockerImages, policy: str
+) -> None:
+    # `kubectl run x --restart=Never -- echo hi`: a container done in milliseconds, several
+    # at once, so the relists race its exit; each pod must reach Succeeded on its one try.
+    names = [f"echo-{i}" for i in range(4)]
+    for name in names:
+        _pod(
+            cluster,
+            namespace,
+            kubelet.name,
+            name,
+            docker_images.busybox,
+            ["echo", "hi"],
+            restartPolicy=policy,
+        )
+
+    def succeeded(pod: str) -> bool:
+        return bool(cluster.status(namespace, pod).get("phase") == "Succeeded")
+
+    for name in names:
+        until(functools.partial(succeeded, name), name)
+        s = cluster.status(namespace, name)["containerStatuses"][0]
+        assert s["restartCount"] == 0, s
+        term = s["state"]["terminated"]
+        assert (term["reason"], term["exitCode"]) == ("Completed", 0), s
+        assert "Failed" not in cluster.reasons(namespace, name)
+    created = [c for c in kubelet.runtime.list_containers() if c.name == "app"]
+    assert len(created) == len(names), created

@@ -17,7 +17,7 @@ import pytest
 
 from agents.kubelet.kubelet import Kubelet
 from agents.kubelet.machine import FixedMachine, Pressure
-from agents.kubelet.runtime import POD_NAME, ExecResult, State
+from agents.kubelet.runtime import POD_NAME, ExecResult, RuntimeFailure, State
 from agents.kubelet.runtime.memory import MemoryRuntime
 from kubelab.api.errors import StatusError
 from kubelab.api.quantity import parse_quantity
@@ -392,4 +392,49 @@ def test_memory_pressure_evicts_the_besteffort_pod_first(
         assert cluster.pod(namespace, "besteffort")["status"]["phase"] == "Failed"
     finally:
         kubelet.stop()
+        cluster.delete_node(node)
+
+
+class _FlakyList(MemoryRuntime):
+    """Listing containers fails four times right after each start (engine calls that timed
+    out under load): the relists a worker asks for after its start get nothing newer."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__(node)
+        self.failures = 0
+        self._fail_next = 0
+
+    def start_container(self, container_id: str) -> None:
+        super().start_container(container_id)
+        self._fail_next = 4
+
+    def list_containers(self) -> list[Any]:
+        if self._fail_next:
+            self._fail_next -= 1
+            self.failures += 1
+            raise RuntimeFailure("listing containers: read timed out")
+        return super().list_containers()
+
+
+@pytest.mark.parametrize("policy", ["Never", "OnFailure"])
+def test_a_failed_relist_after_a_start_never_creates_the_container_twice(
+    cluster: Cluster, namespace: str, node: str, tmp_path: Path, policy: str
+) -> None:
+    runtime = _FlakyList(node)
+    k = start_kubelet(cluster, fast_config(node, tmp_path), runtime)
+    try:
+        _pod(cluster, namespace, node, "once", restartPolicy=policy, command=["echo", "hi"])
+        pod = until(
+            lambda: (
+                (p := cluster.pod(namespace, "once"))["status"].get("phase") == "Succeeded" and p
+            ),
+            "the pod to succeed",
+        )
+        assert runtime.failures >= 1
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["restartCount"] == 0
+        assert status["state"]["terminated"]["reason"] == "Completed"
+        assert len([c for c in runtime.list_containers() if c.name == "hello"]) == 1
+    finally:
+        k.stop()
         cluster.delete_node(node)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from agents.kubelet.runtime import (
     NODE,
+    POD_UID,
     ContainerConfig,
     ContainerStatus,
     Event,
@@ -36,6 +37,7 @@ from agents.kubelet.runtime import (
     ImageInfo,
     ImageNotFound,
     NotFound,
+    RuntimeFailure,
     SandboxConfig,
     SandboxStatus,
     State,
@@ -193,6 +195,17 @@ class MemoryRuntime:
             image = self.image_status(config.image)
             if image is None:
                 raise ImageNotFound(f"image {config.image} is not present on node {self.node}")
+            for other in self._containers.values():
+                if (other.status.pod_uid, other.status.name, other.status.attempt) == (
+                    config.labels.get(POD_UID),
+                    config.name,
+                    config.attempt,
+                ):
+                    # As Docker, whose container names hold the pod, name and attempt.
+                    raise RuntimeFailure(
+                        f"creating container {config.name} (attempt {config.attempt}): "
+                        f"Conflict. The name is already in use by container {other.status.id}"
+                    )
             cid = self._id("container")
             status = ContainerStatus(
                 id=cid,
