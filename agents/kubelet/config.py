@@ -62,6 +62,9 @@ class KubeletConfig:
     max_pods: int = 110
     cluster_dns: tuple[str, ...] = ()
     cluster_domain: str = "cluster.local"
+    resolv_conf: Path | None = Path("/etc/resolv.conf")
+    """The node's resolv.conf: pods with dnsPolicy Default get it, ClusterFirst ones its
+    search path after the cluster's (`--resolv-conf`; "" for none)."""
     port: int = 10250
     address: str = "0.0.0.0"
     tls_cert_file: Path | None = None
@@ -184,6 +187,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-pods", type=int, default=110)
     p.add_argument("--cluster-dns", default="", help="comma-separated DNS server IPs for pods")
     p.add_argument("--cluster-domain", default="cluster.local")
+    p.add_argument(
+        "--resolv-conf",
+        default="/etc/resolv.conf",
+        help='the node\'s resolv.conf, for dnsPolicy Default pods ("" for none)',
+    )
     p.add_argument("--port", type=int, default=10250)
     p.add_argument("--address", default="0.0.0.0")
     p.add_argument("--tls-cert-file", type=Path)
@@ -229,6 +237,7 @@ def from_args(args: argparse.Namespace) -> KubeletConfig:
         max_pods=args.max_pods,
         cluster_dns=tuple(filter(None, args.cluster_dns.split(","))),
         cluster_domain=args.cluster_domain,
+        resolv_conf=Path(args.resolv_conf) if args.resolv_conf else None,
         port=args.port,
         address=args.address,
         tls_cert_file=args.tls_cert_file,

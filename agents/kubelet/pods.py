@@ -41,6 +41,7 @@ from agents.kubelet.runtime import (
     ContainerConfig,
     ContainerStatus,
     ImageNotFound,
+    Mount,
     PodRef,
     Runtime,
     RuntimeFailure,
@@ -398,7 +399,6 @@ class PodWorkers:
         for s in snap.sandboxes:
             self.runtime.stop_sandbox(s.id)
         ref = PodRef(meta.get("namespace", "default"), meta["name"], uid)
-        d = podspec.dns(pod, self.config.cluster_dns, self.config.cluster_domain)
         attempt = max((s.attempt + 1 for s in snap.sandboxes), default=0)
         try:
             started = self.runtime.run_sandbox(
@@ -408,9 +408,6 @@ class PodWorkers:
                     hostname=spec.get("hostname") or meta["name"],
                     labels=ref.labels(),
                     host_network=bool(spec.get("hostNetwork")),
-                    dns_servers=d.servers,
-                    dns_searches=d.searches,
-                    dns_options=d.options,
                     cgroup_parent=podspec.cgroup_parent(self.config.cgroup_root, pod),
                 )
             )
@@ -581,6 +578,7 @@ class PodWorkers:
         command, args = podspec.command_line(c, dict(env))
         sec = podspec.security(pod, c)
         mounts = container_mounts(c, volumes, pod) if self.volumes else []
+        mounts.append(Mount(str(self._resolv_conf(pod)), "/etc/resolv.conf", read_only=True))
         return ContainerConfig(
             name=c["name"],
             attempt=latest.attempt + 1 if latest is not None else 0,
@@ -601,6 +599,32 @@ class PodWorkers:
             resources=podspec.resources(c),
             cgroup_parent=podspec.cgroup_parent(self.config.cgroup_root, pod),
         )
+
+    def _resolv_conf(self, pod: Object) -> Path:
+        """The pod's resolv.conf (`podspec.dns`), written under
+        `<root-dir>/pods/<uid>/resolv.conf` for its containers to mount, as Kubernetes'
+        kubelet has the runtime do through the sandbox: the containers then ask the
+        cluster DNS itself, not the engine's embedded resolver (Docker's 127.0.0.11)."""
+        host = podspec.DNS()
+        if self.config.resolv_conf is not None:
+            try:
+                host = podspec.parse_resolv_conf(self.config.resolv_conf.read_text())
+            except OSError as exc:
+                log.warning(
+                    "kubelet %s: reading --resolv-conf %s: %s (pods get no node DNS)",
+                    self.config.node_name,
+                    self.config.resolv_conf,
+                    exc,
+                )
+        d = podspec.dns(pod, self.config.cluster_dns, self.config.cluster_domain, host)
+        path = self.config.root_dir / "pods" / str(pod["metadata"]["uid"]) / "resolv.conf"
+        text = podspec.resolv_conf(d)
+        if not path.is_file() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(".resolv.conf.tmp")
+            partial.write_text(text)
+            partial.replace(path)
+        return path
 
     def _lookup(self, kind: str, namespace: str, name: str) -> Object | None:
         try:
@@ -731,6 +755,7 @@ class PodWorkers:
             self.runtime.remove_container(c.id)
         for s in snap.sandboxes:
             self.runtime.remove_sandbox(s.id)
+        (self.config.root_dir / "pods" / uid / "resolv.conf").unlink(missing_ok=True)
         if self.volumes:
             self.volumes.teardown(uid)
 

@@ -310,32 +310,83 @@ class DNS:
     options: tuple[str, ...] = ()
 
 
-def dns(pod: Object, cluster_dns: tuple[str, ...], cluster_domain: str) -> DNS:
-    """The pod's resolv.conf by its dnsPolicy (ClusterFirst by default; Default and
-    hostNetwork without ClusterFirstWithHostNet use the node's; None only dnsConfig),
-    with dnsConfig's additions."""
+def parse_resolv_conf(text: str) -> DNS:
+    """A resolv.conf's nameservers, search domains and options (comments skipped; the
+    last `search` line wins, as the resolver reads it)."""
+    servers: list[str] = []
+    searches: tuple[str, ...] = ()
+    options: list[str] = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split(";", 1)[0].split()
+        if not words:
+            continue
+        if words[0] == "nameserver" and len(words) > 1:
+            servers.append(words[1])
+        elif words[0] in ("search", "domain"):
+            searches = tuple(words[1:])
+        elif words[0] == "options":
+            options += words[1:]
+    return DNS(tuple(servers), searches, tuple(options))
+
+
+def _merge_options(base: tuple[str, ...], extra: tuple[str, ...]) -> tuple[str, ...]:
+    """Options by name, a later one replacing an earlier one of the same name."""
+    merged: dict[str, str] = {}
+    for o in base + extra:
+        merged[o.split(":", 1)[0]] = o
+    return tuple(merged.values())
+
+
+def dns(pod: Object, cluster_dns: tuple[str, ...], cluster_domain: str, host: DNS) -> DNS:
+    """The pod's resolv.conf as Kubernetes' kubelet makes it, by dnsPolicy:
+
+    * ClusterFirst (the default): the cluster DNS, the search path
+      `<ns>.svc.<domain> svc.<domain> <domain>` then the node's, `ndots:5`; a pod on the
+      host network gets Default instead (unless ClusterFirstWithHostNet), and so does any
+      pod when the kubelet has no `--cluster-dns`;
+    * Default: the node's resolv.conf (`host`);
+    * None: nothing but dnsConfig;
+
+    then dnsConfig's nameservers and searches appended (duplicates dropped) and its
+    options merged by name."""
     spec = pod.get("spec") or {}
     policy = spec.get("dnsPolicy") or "ClusterFirst"
     if policy == "ClusterFirst" and spec.get("hostNetwork"):
         policy = "Default"
+    if policy in ("ClusterFirst", "ClusterFirstWithHostNet") and not cluster_dns:
+        policy = "Default"
     namespace = pod["metadata"].get("namespace", "default")
-    out = DNS()
-    if policy in ("ClusterFirst", "ClusterFirstWithHostNet") and cluster_dns:
+    if policy in ("ClusterFirst", "ClusterFirstWithHostNet"):
+        d = cluster_domain
         out = DNS(
             cluster_dns,
-            (f"{namespace}.svc.{cluster_domain}", f"svc.{cluster_domain}", cluster_domain),
+            (f"{namespace}.svc.{d}", f"svc.{d}", d, *host.searches),
             ("ndots:5",),
         )
+    elif policy == "None":
+        out = DNS()
+    else:
+        out = host
     extra = spec.get("dnsConfig") or {}
     options = tuple(
         o["name"] + (f":{o['value']}" if o.get("value") is not None else "")
         for o in extra.get("options") or []
     )
     return DNS(
-        out.servers + tuple(extra.get("nameservers") or ()),
-        out.searches + tuple(extra.get("searches") or ()),
-        out.options + options,
+        tuple(dict.fromkeys(out.servers + tuple(extra.get("nameservers") or ()))),
+        tuple(dict.fromkeys(out.searches + tuple(extra.get("searches") or ()))),
+        _merge_options(out.options, options),
     )
+
+
+def resolv_conf(d: DNS) -> str:
+    """The resolv.conf text of `d`."""
+    lines = [f"nameserver {s}" for s in d.servers]
+    if d.searches:
+        lines.append("search " + " ".join(d.searches))
+    if d.options:
+        lines.append("options " + " ".join(d.options))
+    return "".join(line + "\n" for line in lines)
 
 
 def pull_policy(container: Object) -> str:

@@ -59,7 +59,7 @@ def live_namespace(lab: Lab) -> str:
     return lab.new_namespace()
 
 
-def _start(cluster: Cluster, node: str, images: DockerImages, tmp: Path) -> Kubelet:
+def _start(cluster: Cluster, node: str, images: DockerImages, tmp: Path, **config: Any) -> Kubelet:
     ca = pki.load_pair(cluster.pki_dir, "ca")
     serving = pki.issue(ca, node, server=True, ip_addresses=["127.0.0.1"])
     crt, key = pki.write_pair(serving, tmp, f"kubelet-{uuid.uuid4().hex[:4]}")
@@ -67,9 +67,14 @@ def _start(cluster: Cluster, node: str, images: DockerImages, tmp: Path) -> Kube
     runtime = DockerRuntime(
         node, pause_image=images.pause, network="none", name_prefix=images.prefix
     )
-    config = fast_config(node, tmp / "root", address="127.0.0.1")
     client = node_client(cluster, node)
-    kubelet = Kubelet(config, client, runtime, HostMachine(tmp), serving=context)
+    kubelet = Kubelet(
+        fast_config(node, tmp / "root", address="127.0.0.1", **config),
+        client,
+        runtime,
+        HostMachine(tmp),
+        serving=context,
+    )
     kubelet.start()
     return kubelet
 
@@ -308,3 +313,34 @@ def test_a_container_that_exits_0_completes_once_and_is_never_created_again(
         assert "Failed" not in cluster.reasons(namespace, name)
     created = [c for c in kubelet.runtime.list_containers() if c.name == "app"]
     assert len(created) == len(names), created
+
+
+def test_a_pods_resolv_conf_is_the_kubelets_and_names_the_cluster_dns(
+    cluster: Cluster,
+    namespace: str,
+    node: str,
+    docker_images: DockerImages,
+    tmp_path: Path,
+) -> None:
+    # Not Docker's own (on a bridge network: `nameserver 127.0.0.11`, its embedded DNS).
+    host = tmp_path / "node-resolv.conf"
+    host.write_text("nameserver 192.0.2.53\nsearch lab.internal\n")
+    k = _start(
+        cluster, node, docker_images, tmp_path, cluster_dns=("10.96.0.10",), resolv_conf=host
+    )
+    try:
+        _pod(cluster, namespace, node, "dns", docker_images.busybox, ["sleep", "3600"])
+        until(lambda: cluster.status(namespace, "dns").get("phase") == "Running", "Running")
+        (app,) = [c for c in k.runtime.list_containers() if c.state == State.RUNNING]
+        seen = k.runtime.exec_sync(app.id, ["cat", "/etc/resolv.conf"], 30).output.decode()
+        assert seen == (
+            "nameserver 10.96.0.10\n"
+            f"search {namespace}.svc.cluster.local svc.cluster.local cluster.local "
+            "lab.internal\noptions ndots:5\n"
+        )
+        write = k.runtime.exec_sync(app.id, ["sh", "-c", "echo x >> /etc/resolv.conf"], 30)
+        assert write.exit_code != 0  # read-only, as the kubelet mounts it
+    finally:
+        k.stop()
+        docker_images.cleanup_containers()
+        cluster.delete_node(node)

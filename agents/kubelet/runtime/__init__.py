@@ -78,9 +78,6 @@ class SandboxConfig:
     hostname: str
     labels: dict[str, str]
     host_network: bool = False
-    dns_servers: tuple[str, ...] = ()
-    dns_searches: tuple[str, ...] = ()
-    dns_options: tuple[str, ...] = ()
     cgroup_parent: str = ""
 
 

@@ -12,7 +12,8 @@ before 1.24):
   node's podCIDR (`ensure_network`), so Docker's IPAM hands out the pod IP; `none` and
   `host` are the other choices (`--pod-network`);
 * containers join the sandbox's network and IPC namespaces (`container:<sandbox>`), and
-  so share its hostname, hosts file and resolv.conf (the pod's DNS settings); CPU
+  so share its hostname and hosts file; the pod's resolv.conf is the kubelet's own file,
+  bind-mounted read-only into each (Docker's own would name its embedded DNS); CPU
   shares/quota and memory limit under the pod's cgroup parent (`kubepods/...`, cgroupfs);
 * `securityContext.privileged` cannot be honoured: `--privileged` fails on this machine
   (CAP_SYS_RESOURCE is outside the bounding set), so the kubelet asks for every
@@ -272,9 +273,6 @@ class DockerRuntime:
         host_config = self.api.create_host_config(
             network_mode=network_mode,
             ipc_mode="shareable",
-            dns=list(config.dns_servers) or None,
-            dns_search=list(config.dns_searches) or None,
-            dns_opt=list(config.dns_options) or None,
             cgroup_parent=config.cgroup_parent or None,
             init=False,
         )
