@@ -33,8 +33,8 @@ from cryptography.x509.oid import NameOID
 
 from kubelab import jws, pki
 from kubelab.client import ClientConfig, RestClient, ServerUnreachable, StatusError, resource_for
-from lab.labadm import tokens
-from lab.labadm.init import addons, start_kube_proxy, start_kubelet, start_network_agent
+from lab.labadm import controlplane_join, tokens
+from lab.labadm.init import InitData, addons, start_kube_proxy, start_kubelet, start_network_agent
 from lab.labadm.layout import Layout, write_kubeconfig
 from lab.labadm.workflow import Phase, PhaseError, Workflow, check, say
 
@@ -55,6 +55,9 @@ class JoinData:
     ca_pem: bytes = b""
     pod_subnet: str = "10.244.0.0/16"
     """From the cluster's kubelab-config, read with the token."""
+    control_plane: InitData | None = None
+    """With --control-plane: what this node's control plane is made from (the same
+    data `labadm init` fills; `lab.labadm.controlplane_join`)."""
 
     @property
     def server(self) -> str:
@@ -73,6 +76,7 @@ def preflight(data: JoinData) -> None:
             "init` and `labadm token create --print-join-command`): without it the CA "
             "could not be trusted"
         )
+    failed += controlplane_join.problems(data)
     if data.layout.kubeconfig("kubelet").exists():
         failed.append(
             f"{data.layout.kubeconfig('kubelet')} exists: this node already joined a "
@@ -231,7 +235,13 @@ def write_kubelet_kubeconfig(
 
 
 def kubelet_start(data: JoinData) -> None:
-    start_kubelet(data.layout, data.node_name, data.node_ip, dry_run=data.dry_run, manifests=False)
+    start_kubelet(
+        data.layout,
+        data.node_name,
+        data.node_ip,
+        dry_run=data.dry_run,
+        manifests=data.control_plane is not None,
+    )
 
 
 def show_joined(data: JoinData) -> None:
@@ -247,8 +257,10 @@ JOIN = Workflow[JoinData](
     (
         Phase("preflight", "Checks before changing anything", preflight),
         Phase("discovery", "The cluster's CA, pinned by its public key's hash", discover),
+        controlplane_join.PREPARE,
         Phase("kubelet-tls-bootstrap", "A client certificate for the kubelet", tls_bootstrap),
         Phase("kubelet-start", "Writes the kubelet's flags and starts it", kubelet_start),
+        controlplane_join.JOIN,
         addons(
             lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
             lambda d: start_kube_proxy(d.layout, d.pod_subnet, dry_run=d.dry_run),

@@ -4,7 +4,8 @@ with them), certificates, kubeconfigs, manifests, the kubelet's flags and state 
 store member's data deleted, the network agent and kube-proxy stopped and their
 routes and chains removed (their own `--cleanup`).
 
-Not yet: removing the member from a multi-member store first.
+On a control-plane node its store member is removed from the store first, through the
+other members (`controlplane_join.leave_store`), as kubeadm removes the etcd member.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import shutil
 import subprocess
 
 from agents.kubelet.runtime import NODE
+from lab.labadm.controlplane_join import leave_store
 from lab.labadm.layout import NODE_IMAGE_PYTHON, Layout
 from lab.labadm.workflow import say
 
 
 def reset(layout: Layout, *, dry_run: bool = False) -> None:
+    if not dry_run:
+        leave_store(layout)
     steps: list[tuple[str, list[str]]] = [
         ("Stopping the kubelet", ["sv", "down", "kubelet"]),
         ("Stopping the pod network agent", ["sv", "down", "kubelab-network"]),

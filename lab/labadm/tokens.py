@@ -78,17 +78,17 @@ def create(
     ttl: datetime.timedelta = DEFAULT_TTL,
     description: str = "",
     now: datetime.datetime | None = None,
+    usages: tuple[str, ...] = ("authentication", "signing"),
 ) -> str:
-    """Store a bootstrap token for joining nodes (a new one unless `token` is given)."""
+    """Store a bootstrap token for joining nodes (a new one unless `token` is given).
+    Without usages it authenticates nobody and signs nothing: it only carries an
+    expiry (the uploaded certs' Secret is owned by such a token, as kubeadm does)."""
     token = token or generate()
     token_id, secret = parse(token)
-    data = {
-        "token-id": token_id,
-        "token-secret": secret,
-        "usage-bootstrap-authentication": "true",
-        "usage-bootstrap-signing": "true",
-        "auth-extra-groups": DEFAULT_GROUP,
-    }
+    data = {"token-id": token_id, "token-secret": secret}
+    data.update({f"usage-bootstrap-{usage}": "true" for usage in usages})
+    if "authentication" in usages:
+        data["auth-extra-groups"] = DEFAULT_GROUP
     if description:
         data["description"] = description
     if ttl.total_seconds() > 0:
@@ -127,7 +127,7 @@ def delete(client: RestClient, token_or_id: str) -> str:
     return token_id
 
 
-def _binding(kind: str, name: str, role: str, group: str, namespace: str = "") -> Object:
+def binding(kind: str, name: str, role: str, group: str, namespace: str = "") -> Object:
     meta: dict[str, Any] = {"name": name}
     if namespace:
         meta["namespace"] = namespace
@@ -164,7 +164,7 @@ def allow_node_bootstrap(client: RestClient) -> None:
         ),
     ):
         create_or_keep(
-            client, CLUSTER_ROLE_BINDINGS, _binding("ClusterRoleBinding", name, role, group)
+            client, CLUSTER_ROLE_BINDINGS, binding("ClusterRoleBinding", name, role, group)
         )
 
 
@@ -214,7 +214,7 @@ def publish_cluster_info(client: RestClient, server: str, ca: x509.Certificate) 
     create_or_keep(
         client,
         ROLE_BINDINGS,
-        _binding(
+        binding(
             "RoleBinding",
             "kubeadm:bootstrap-signer-clusterinfo",
             "kubeadm:bootstrap-signer-clusterinfo",
@@ -261,11 +261,11 @@ def upload_cluster_config(client: RestClient, settings: Mapping[str, str]) -> No
         ],
     }
     create_or_keep(client, ROLES, role)
-    binding = _binding("RoleBinding", name, name, DEFAULT_GROUP, "kube-system")
-    binding["subjects"].append(
+    readers = binding("RoleBinding", name, name, DEFAULT_GROUP, "kube-system")
+    readers["subjects"].append(
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}
     )
-    create_or_keep(client, ROLE_BINDINGS, binding)
+    create_or_keep(client, ROLE_BINDINGS, readers)
 
 
 def read_cluster_config(client: RestClient) -> dict[str, str]:
