@@ -1,6 +1,7 @@
 """One Docker lab per test session: `labctl up` of the HA topology, three control-plane
-nodes behind the load balancer and one worker, under a run-specific prefix (`kl-<worktree>-<random>`), removed at the end even
-after a failure. Under CI=true a missing Docker engine fails instead of skipping."""
+nodes behind the load balancer and one worker, under a run-specific prefix
+(`kl-<worktree>-<random>`), removed at the end even after a failure. Under CI=true a
+missing Docker engine fails instead of skipping."""
 
 from __future__ import annotations
 
