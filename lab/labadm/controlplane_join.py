@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import yaml
 
 from kubelab.client import ClientConfig, RestClient, resource_for
+from kubelab.grpccodes import GrpcCode
 from kubelab.storeclient import FailedPrecondition, StoreClient, StoreError, Unavailable
 from lab.labadm import certs_upload, tokens
 from lab.labadm.init import (
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from lab.labadm.join import JoinData
 
 NODES = resource_for("v1", "Node")
+T = TypeVar("T")
 PROMOTE_TIMEOUT = 120.0
 
 
@@ -134,6 +136,33 @@ def _store_client(layout: Layout, endpoints: list[str]) -> StoreClient:
     )
 
 
+def _on_leader(layout: Layout, endpoints: list[str]) -> StoreClient:
+    """A client of the store's leader: membership changes must be proposed there (the
+    store answers FailedPrecondition elsewhere, as etcd does)."""
+    with _store_client(layout, endpoints) as any_member:
+        leader = any_member.status().leader
+        urls = next((m.client_urls for m in any_member.member_list().members if m.id == leader), [])
+    if not urls:
+        raise Unavailable(
+            GrpcCode.UNAVAILABLE, f"no leader among {', '.join(endpoints)} (an election?)"
+        )
+    return _store_client(layout, urls[:1])
+
+
+def _with_leader(layout: Layout, endpoints: list[str], change: Callable[[StoreClient], T]) -> T:
+    """`change` on the leader, again on a new leader if it moved meanwhile."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with _on_leader(layout, endpoints) as leader:
+                return change(leader)
+        except (FailedPrecondition, Unavailable) as exc:
+            moved = "leader" in str(exc) or isinstance(exc, Unavailable)
+            if not moved or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
 def _control_plane_ips(data: JoinData) -> list[str]:
     """The addresses of the control-plane nodes that have joined (their store members'
     hosts), read with admin.conf."""
@@ -175,12 +204,15 @@ def join_store(data: JoinData) -> None:
     if data.dry_run:
         Workflow((STORE,)).run(plane)
         return
-    store = _store_client(data.layout, list(plane.store_peers))
+    endpoints = list(plane.store_peers)
+    store = _store_client(data.layout, endpoints)
     try:
         existing = {m.id: m for m in store.member_list().members}
         mine = next((m for m in existing.values() if peer_url in m.peer_urls), None)
         if mine is None:
-            added = store.member_add([peer_url], is_learner=True)
+            added = _with_leader(
+                data.layout, endpoints, lambda c: c.member_add([peer_url], is_learner=True)
+            )
             member_id, members = added.member.id, added.members
         else:  # a rerun after a failure: the member is there already
             member_id, members = mine.id, list(existing.values())
@@ -191,29 +223,41 @@ def join_store(data: JoinData) -> None:
         )
         Workflow((STORE,)).run(plane)
         say("control-plane-join", f"Waiting for member {member_id:x} to catch up, to promote it")
-        deadline = time.monotonic() + PROMOTE_TIMEOUT
-        while True:
-            try:
-                store.member_promote(member_id)
-                break
-            except FailedPrecondition as exc:
-                if "not a learner" in str(exc) or "can only promote" in str(exc):
-                    break  # promoted on an earlier try whose answer was lost
-                if time.monotonic() > deadline:
-                    raise PhaseError(
-                        f"the store member {member_id:x} did not catch up within "
-                        f"{PROMOTE_TIMEOUT:.0f}s: see `docker logs` of its kubelab-store "
-                        "container on this node"
-                    ) from None
-            except Unavailable:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(1.0)
+        target = store.status().raft_index
+        own = _store_client(data.layout, [f"https://{plane.advertise_address}:{STORE_CLIENT_PORT}"])
+        with own:
+            _wait_caught_up(own, member_id, target)
+        try:
+            _with_leader(data.layout, endpoints, lambda c: c.member_promote(member_id))
+        except FailedPrecondition as exc:
+            if "can only promote a learner" not in str(exc):
+                raise
+            # promoted by an earlier try whose answer was lost
         say("control-plane-join", f"Member {member_id:x} promoted to a voting member")
     except StoreError as exc:
         raise PhaseError(f"the store refused the new member: {exc}") from None
     finally:
         store.close()
+
+
+def _wait_caught_up(own: StoreClient, member_id: int, target: int) -> None:
+    """Until the new member serves and has applied the log up to `target` (the
+    cluster's index when it was added): promoted earlier, a member that never starts
+    would count in the quorum (the store itself does not refuse that promotion)."""
+    deadline = time.monotonic() + PROMOTE_TIMEOUT
+    applied = -1
+    while time.monotonic() < deadline:
+        try:
+            applied = own.status().raft_applied_index
+            if applied >= target:
+                return
+        except StoreError:
+            pass  # its static pod is still starting
+        time.sleep(0.5)
+    raise PhaseError(
+        f"the store member {member_id:x} had applied index {applied} of {target} after "
+        f"{PROMOTE_TIMEOUT:.0f}s: see `docker logs` of its kubelab-store container on this node"
+    )
 
 
 def wait_apiserver(data: JoinData) -> None:
@@ -245,8 +289,7 @@ def leave_store(layout: Layout) -> None:
             say("reset", "This is the store's only member: its data goes with the node")
             return
         say("reset", f"Removing the store member {mine.id:x} ({node_name})")
-        with _store_client(layout, others) as rest:
-            rest.member_remove(mine.id)
+        _with_leader(layout, others, lambda c: c.member_remove(mine.id))
     except StoreError as exc:
         raise PhaseError(
             f"could not remove this node's store member ({exc}); the other members still "

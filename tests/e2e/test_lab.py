@@ -12,9 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lab.cluster import NODES, Lab
 from tests.waiting import until
 
+# The session's lab comes up in the first test's setup: 4 to 5 minutes on the loaded
+# machine (three control-plane nodes get the node image), past pytest's default limit.
+pytestmark = pytest.mark.timeout(900)
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 HELLO = """
 apiVersion: v1

@@ -19,6 +19,9 @@ from lab.nodes import Node
 from tests.e2e.test_lab import kubectl
 from tests.waiting import until
 
+# The session's lab comes up in the first test's setup: 4 to 5 minutes on the loaded
+# machine (three control-plane nodes get the node image), past pytest's default limit.
+pytestmark = pytest.mark.timeout(900)
 PYTHON = "/opt/kubelab/venv/bin/python"
 
 
