@@ -136,23 +136,10 @@ def upload(client: RestClient, pki_dir: Path, key: str) -> None:
 
 def allow_bootstrappers(client: RestClient) -> None:
     """A Role letting joining nodes (their bootstrap token) read the Secret, and only it."""
-    name = f"kubeadm:{SECRET_NAME}"
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": name, "namespace": "kube-system"},
-        "rules": [
-            {
-                "apiGroups": [""],
-                "resources": ["secrets"],
-                "resourceNames": [SECRET_NAME],
-                "verbs": ["get"],
-            }
-        ],
-    }
-    tokens.create_or_keep(client, tokens.ROLES, role)
-    readers = tokens.binding("RoleBinding", name, name, tokens.DEFAULT_GROUP, "kube-system")
-    tokens.create_or_keep(client, tokens.ROLE_BINDINGS, readers)
+    tokens.allow_get(
+        client, f"kubeadm:{SECRET_NAME}", "kube-system", "secrets", SECRET_NAME,
+        tokens.DEFAULT_GROUP,
+    )  # fmt: skip
 
 
 def download(client: RestClient, pki_dir: Path, key: str) -> None:

@@ -299,38 +299,26 @@ def leave_store(layout: Layout) -> None:
         store.close()
 
 
+def _phase(name: str, help: str, run: Callable[[JoinData], None]) -> Phase[JoinData]:
+    return Phase(name, help, _control_plane_only(run))
+
+
 PREPARE: Phase[JoinData] = Phase(
     "control-plane-prepare",
     "The shared certs, this node's own certs, kubeconfigs and control-plane manifests",
     phases=(
-        Phase(
-            "download-certs",
-            "The shared CAs and keys, decrypted",
-            _control_plane_only(download_certs),
-        ),
-        Phase("certs", "This node's certificates", _control_plane_only(own_certs)),
-        Phase(
-            "kubeconfig",
-            "admin, controller-manager and scheduler",
-            _control_plane_only(kubeconfigs),
-        ),
-        Phase(
-            "control-plane",
-            "The control plane's static pods",
-            _control_plane_only(control_plane_manifests),
-        ),
+        _phase("download-certs", "The shared CAs and keys, decrypted", download_certs),
+        _phase("certs", "This node's certificates", own_certs),
+        _phase("kubeconfig", "admin, controller-manager and scheduler", kubeconfigs),
+        _phase("control-plane", "The control plane's static pods", control_plane_manifests),
     ),
 )
 JOIN: Phase[JoinData] = Phase(
     "control-plane-join",
     "The store member, added and promoted; the node marked as control plane",
     phases=(
-        Phase(
-            "store",
-            "A store member, added as a learner and promoted",
-            _control_plane_only(join_store),
-        ),
-        Phase("wait-apiserver", "This node's apiserver ready", _control_plane_only(wait_apiserver)),
-        Phase("mark-control-plane", "Labels and taints the node", _control_plane_only(mark)),
+        _phase("store", "A store member, added as a learner and promoted", join_store),
+        _phase("wait-apiserver", "This node's apiserver ready", wait_apiserver),
+        _phase("mark-control-plane", "Labels and taints the node", mark),
     ),
 )

@@ -131,9 +131,6 @@ def binding(kind: str, name: str, role: str, group: str, namespace: str = "") ->
     meta: dict[str, Any] = {"name": name}
     if namespace:
         meta["namespace"] = namespace
-    subject = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}
-    if group == "system:anonymous":
-        subject["kind"] = "User"
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": kind,
@@ -143,8 +140,39 @@ def binding(kind: str, name: str, role: str, group: str, namespace: str = "") ->
             "kind": "ClusterRole" if kind == "ClusterRoleBinding" else "Role",
             "name": role,
         },
-        "subjects": [subject],
+        "subjects": [subject(group)],
     }
+
+
+def subject(group: str) -> Object:
+    """An RBAC subject: the group, or the anonymous user (which is a user)."""
+    kind = "User" if group == "system:anonymous" else "Group"
+    return {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": group}
+
+
+def allow_get(
+    client: RestClient, name: str, namespace: str, resource: str, object_name: str,
+    *groups: str,
+) -> None:  # fmt: skip
+    """A Role `name` allowing `get` of one object, bound to `groups`: how kubeadm lets
+    joining nodes (or anonymous) read exactly what they need before they are nodes."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": namespace},
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": [resource],
+                "resourceNames": [object_name],
+                "verbs": ["get"],
+            }
+        ],
+    }
+    create_or_keep(client, ROLES, role)
+    readers = binding("RoleBinding", name, name, groups[0], namespace)
+    readers["subjects"] += [subject(g) for g in groups[1:]]
+    create_or_keep(client, ROLE_BINDINGS, readers)
 
 
 def allow_node_bootstrap(client: RestClient) -> None:
@@ -197,30 +225,13 @@ def publish_cluster_info(client: RestClient, server: str, ca: x509.Certificate) 
             "data": {"kubeconfig": yaml.safe_dump(kubeconfig)},
         },
     )
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": "kubeadm:bootstrap-signer-clusterinfo", "namespace": "kube-public"},
-        "rules": [
-            {
-                "apiGroups": [""],
-                "resources": ["configmaps"],
-                "resourceNames": ["cluster-info"],
-                "verbs": ["get"],
-            }
-        ],
-    }
-    create_or_keep(client, ROLES, role)
-    create_or_keep(
+    allow_get(
         client,
-        ROLE_BINDINGS,
-        binding(
-            "RoleBinding",
-            "kubeadm:bootstrap-signer-clusterinfo",
-            "kubeadm:bootstrap-signer-clusterinfo",
-            "system:anonymous",
-            "kube-public",
-        ),
+        "kubeadm:bootstrap-signer-clusterinfo",
+        "kube-public",
+        "configmaps",
+        "cluster-info",
+        "system:anonymous",
     )
 
 
@@ -246,26 +257,15 @@ def upload_cluster_config(client: RestClient, settings: Mapping[str, str]) -> No
             "data": {"ClusterConfiguration": yaml.safe_dump(dict(settings))},
         },
     )
-    name = "kubeadm:nodes-kubelab-config"
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": name, "namespace": "kube-system"},
-        "rules": [
-            {
-                "apiGroups": [""],
-                "resources": ["configmaps"],
-                "resourceNames": [CLUSTER_CONFIG],
-                "verbs": ["get"],
-            }
-        ],
-    }
-    create_or_keep(client, ROLES, role)
-    readers = binding("RoleBinding", name, name, DEFAULT_GROUP, "kube-system")
-    readers["subjects"].append(
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}
+    allow_get(
+        client,
+        "kubeadm:nodes-kubelab-config",
+        "kube-system",
+        "configmaps",
+        CLUSTER_CONFIG,
+        DEFAULT_GROUP,
+        "system:nodes",
     )
-    create_or_keep(client, ROLE_BINDINGS, readers)
 
 
 def read_cluster_config(client: RestClient) -> dict[str, str]:
