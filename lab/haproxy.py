@@ -8,8 +8,10 @@ certificates and in every kubeconfig and in cluster-info from the start. HAProxy
 TCP through (TLS ends at the apiservers, whose client certificates it must not see) and
 checks each apiserver with `GET /readyz` over TLS every second: two failures mark one
 down (its open connections are cut, so clients reconnect to another at once), one
-success marks it up again. A server that has not joined yet is simply down. Control-plane
-nodes are all listed from the start, because their addresses are fixed.
+success marks it up again. A connection refused by a server not yet marked down is
+redispatched to another one, so clients see no error for it. A server that has not
+joined yet is simply down. Control-plane nodes are all listed from the start, because
+their addresses are fixed.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ defaults
   log global
   option tcplog
   timeout connect 3s
+  # A refused connection (an apiserver just stopped, not yet marked down) is tried
+  # again on another server rather than handed to the client as a closed connection.
+  retries 3
+  option redispatch 1
   # Watches stay open for minutes; the apiserver ends them itself.
   timeout client 15m
   timeout server 15m
