@@ -27,7 +27,7 @@ import docker.errors
 from docker.models.containers import Container
 
 from lab.labadm.layout import API_PORT
-from lab.nodes import LAB_LABEL, ROLE_LABEL, Addressing
+from lab.nodes import LAB_LABEL, ROLE_LABEL, UNLESS_STOPPED, Addressing
 
 log = logging.getLogger("lab.haproxy")
 
@@ -100,6 +100,7 @@ def start(
         labels={LAB_LABEL: prefix, ROLE_LABEL: "load-balancer"},
         network=network,
         networking_config={network: client.api.create_endpoint_config(ipv4_address=ip)},
+        restart_policy=UNLESS_STOPPED,  # back with the nodes after an engine restart
     )
     container.put_archive("/", _tar(CONFIG_PATH, config(backends).encode()))
     container.start()

@@ -5,8 +5,8 @@ from Debian's packages (and PyPI for the node's Python) and imported into the lo
 Docker Engine: `busybox` (Debian's busybox-static), `pause` (the pod sandbox, C built
 static from images/pause/pause.c), `nginx:1.21` (Debian's nginx on a debootstrap rootfs,
 labelled with the version it really holds), `kubelab/haproxy` (Debian's haproxy, the
-load balancer in front of an HA lab's apiservers), and the node image (Debian bookworm with
-docker.io, runit, sshd and kubelab's Python runtime).
+load balancer in front of an HA lab's apiservers), and the node image (Debian bookworm
+with docker.io, runit, sshd and kubelab's Python runtime).
 
 Each image carries a label with the digest of everything it is made from (its input
 files, its package lists, the recipe's own code): `build` skips an image whose tag
@@ -19,7 +19,7 @@ The seeds' pods (`image: busybox`, `--image=nginx:1.21`) and the kubelet's sandb
 (`registry.k8s.io/pause:3.9`, kubelet's default name) find these tags in a node once
 `lab.nodes.load_image` put them there.
 
-    python -m lab.images build [busybox pause nginx haproxy node]
+    python -m lab.images build [busybox pause nginx haproxy registry node]
     python -m lab.images list
     python -m lab.images prune      (earlier builds of node and node-base)
 """
@@ -58,6 +58,7 @@ BUSYBOX_IMAGE = "busybox:latest"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 NGINX_IMAGE = "nginx:1.21"
 HAPROXY_IMAGE = "kubelab/haproxy:2.6"
+REGISTRY_IMAGE = "kubelab/registry:2.8"
 NODE_BASE_REPOSITORY = "kubelab/node-base"
 NODE_REPOSITORY = "kubelab/node"
 # The newest build from any worktree; a lab or a test session that must run exactly its
@@ -402,6 +403,50 @@ def make_haproxy(builder: Builder, work: Path, digest: str) -> None:
     )
 
 
+# -- registry -----------------------------------------------------------------------
+
+
+def registry_inputs() -> Iterator[tuple[str, bytes]]:
+    yield from files_under(IMAGES_DIR / "registry")
+    yield "apt", candidate_versions(package_list(IMAGES_DIR / "registry" / "packages"))
+
+
+def make_registry(builder: Builder, work: Path, digest: str) -> None:
+    """Debian's docker-registry (distribution 2.8): its binary, the two files of libc it
+    links, and a config without Debian's htpasswd; about 24 MB."""
+    require("apt-get", "dpkg-deb")
+    packages = package_list(IMAGES_DIR / "registry" / "packages")
+    run("apt-get", "download", "-q", *packages, cwd=work)
+    unpacked = work / "deb"
+    for deb in sorted(work.glob("*.deb")):
+        run("dpkg-deb", "-x", str(deb), str(unpacked))
+    (deb,) = work.glob("docker-registry_*.deb")
+    version = run("dpkg-deb", "-f", str(deb), "Version").strip()
+    rootfs = work / "rootfs"
+    libs = Path("lib/x86_64-linux-gnu")
+    for item in ("usr/bin/docker-registry", libs / "libc.so.6", libs / "ld-linux-x86-64.so.2"):
+        (rootfs / item).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(unpacked / item, rootfs / item)
+    (rootfs / "lib64").mkdir()
+    (rootfs / "lib64" / "ld-linux-x86-64.so.2").symlink_to(f"/{libs}/ld-linux-x86-64.so.2")
+    for directory in ("etc/docker/registry", "var/lib/registry", "tmp"):
+        (rootfs / directory).mkdir(parents=True, exist_ok=True)
+    (rootfs / "tmp").chmod(0o1777)
+    shutil.copy2(IMAGES_DIR / "registry" / "config.yml", rootfs / "etc/docker/registry")
+    builder.import_rootfs(
+        rootfs,
+        "registry",
+        digest,
+        [
+            'ENTRYPOINT ["/usr/bin/docker-registry"]',
+            'CMD ["serve", "/etc/docker/registry/config.yml"]',
+            "EXPOSE 5000",
+            'VOLUME ["/var/lib/registry"]',
+        ],
+        version=f"Debian docker-registry {version}",
+    )
+
+
 # -- node ---------------------------------------------------------------------------
 
 
@@ -545,6 +590,15 @@ _register(
         make_nginx,
         nginx_inputs,
         help="Debian's nginx-light (really 1.22, tagged 1.21 as the seeds ask)",
+    )
+)
+_register(
+    Recipe(
+        "registry",
+        (REGISTRY_IMAGE,),
+        make_registry,
+        registry_inputs,
+        help="the lab's registry mirror: Debian's docker-registry, no auth",
     )
 )
 _register(
