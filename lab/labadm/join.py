@@ -108,11 +108,25 @@ def fetch_cluster_info(data: JoinData) -> dict[str, str]:
     return found
 
 
+def token_refused(data: JoinData) -> bool:
+    """Whether the apiserver answers 401 to the token (unknown or expired): then no
+    signature for it will come, and waiting for one is pointless."""
+    session = requests.Session()
+    session.trust_env = False
+    url = f"{data.server}/api/v1/namespaces/kube-public/configmaps/cluster-info"
+    headers = {"Authorization": f"Bearer {data.token}"}
+    try:
+        return session.get(url, headers=headers, verify=False, timeout=10).status_code == 401
+    except requests.RequestException:
+        return False
+
+
 def signed_cluster_info(data: JoinData) -> str:
     """cluster-info's kubeconfig, once its `jws-kubeconfig-<token-id>` signature made
     with our token verifies (kubeadm's token discovery). The controller-manager's
     bootstrap signer adds it shortly after a token is made, so its absence is waited
-    out; a signature that does not verify is an error at once."""
+    out, unless the apiserver refuses the token itself; a signature that does not
+    verify is an error at once."""
     token_id, token_secret = tokens.parse(data.token)
     key = f"{jws.SIGNATURE_PREFIX}{token_id}"
     deadline = time.monotonic() + data.timeout
@@ -127,6 +141,12 @@ def signed_cluster_info(data: JoinData) -> str:
                     "other than the cluster answered at this endpoint"
                 )
             return content
+        if token_refused(data):
+            raise PhaseError(
+                f"the apiserver refused the bootstrap token {token_id!r}: it is unknown or "
+                "expired; on a control-plane node run `labadm token create "
+                "--print-join-command` and use the command it prints"
+            )
         if time.monotonic() > deadline:
             raise PhaseError(
                 f"cluster-info has no signature for token id {token_id!r} after "

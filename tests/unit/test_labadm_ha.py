@@ -107,6 +107,11 @@ def test_discovery_checks_the_signature_of_cluster_info(env: Environment, tmp_pa
     info["data"][f"jws-kubeconfig-{token_id}"] = jws.sign_detached(content, token_id, token_secret)
     client.update(CONFIG_MAPS, info)
     assert signed_cluster_info(join_data(token)) == content
+    # An unknown token gets no signature ever: said at once, not after the wait.
+    unknown = join_data("zzzzzz.0123456789abcdef")
+    unknown.timeout = 600
+    with pytest.raises(PhaseError, match="refused the bootstrap token 'zzzzzz'"):
+        signed_cluster_info(unknown)
     forged = f"{token_id}.{'x' * 16}"
     with pytest.raises(PhaseError, match="does not verify"):
         signed_cluster_info(join_data(forged))
