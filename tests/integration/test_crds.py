@@ -310,3 +310,46 @@ def test_a_kind_already_served_in_the_group_is_not_accepted(
         assert "gadgets" not in kubectl(apiserver, "api-resources", f"--api-group={group}")
     finally:
         kubectl(apiserver, "delete", "crd", f"gadgets.{group}", "--timeout=30s")
+
+
+def test_a_watch_from_a_too_old_version_is_an_error_event(
+    apiserver: Environment, group: str, namespace: str
+) -> None:
+    """A custom resource's history starts when its CRD is served, so resourceVersion 1 is
+    older than it. Kubernetes' watch cache answers 200 and then an ERROR event carrying a
+    410 Expired Status (not an HTTP 410); every client relists on that event."""
+    from kubernetes import client, config, watch
+    from kubernetes.client.rest import ApiException
+
+    from kubelab.client import ResourceExpired, RestClient, resource_for
+
+    path = f"/apis/{group}/v1/namespaces/{namespace}/widgets?watch=1&resourceVersion=1"
+    raw = kubectl(apiserver, "get", "--raw", path)
+    event = json.loads(raw)
+    assert event["type"] == "ERROR"
+    status = event["object"]
+    assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
+    assert status["message"].startswith("too old resource version: 1 (")
+
+    api = client.CustomObjectsApi(config.new_client_from_config(str(apiserver.kubeconfig)))
+    stream = watch.Watch().stream(
+        api.list_namespaced_custom_object,
+        group,
+        "v1",
+        namespace,
+        "widgets",
+        resource_version="1",
+        timeout_seconds=10,
+    )
+    with pytest.raises(ApiException) as expired:
+        next(stream)
+    assert expired.value.status == 410
+
+    admin = RestClient(apiserver.client_config())
+    try:
+        widgets = resource_for(f"{group}/v1", "Widget")
+        with admin.watch(widgets, namespace, resource_version="1") as events:
+            with pytest.raises(ResourceExpired):
+                next(iter(events))
+    finally:
+        admin.close()
