@@ -348,8 +348,10 @@ def test_a_watch_from_a_too_old_version_is_an_error_event(
     admin = RestClient(apiserver.client_config())
     try:
         widgets = resource_for(f"{group}/v1", "Widget")
-        with admin.watch(widgets, namespace, resource_version="1") as events:
-            with pytest.raises(ResourceExpired):
-                next(iter(events))
+        with (
+            admin.watch(widgets, namespace, resource_version="1") as events,
+            pytest.raises(ResourceExpired),
+        ):
+            next(iter(events))
     finally:
         admin.close()
