@@ -27,8 +27,9 @@ that cannot be called, times out or answers nonsense fails the request
 so: the apiserver has no route to cluster IPs until the pod network exists.
 
 ``reinvocationPolicy: IfNeeded`` calls a mutating webhook once more when a later
-webhook changed the object (built-in plugins are not run again). Left out: webhook
-``warnings`` and audit annotations, and sending the object in another version
+webhook changed the object (built-in plugins are not run again). A webhook's
+``warnings`` go to the client as ``Warning`` headers (`warning`), even with a denial, as
+Kubernetes passes them on. Left out: audit annotations, and sending the object in another version
 than the stored one (autoscaling/v1 HPA writes reach webhooks as autoscaling/v2).
 """
 
@@ -50,6 +51,7 @@ from kubelab.api import errors, resources
 from kubelab.api.patch import PatchError, json_patch
 from kubelab.api.selectors import selector_from_label_selector
 
+from .. import warning
 from ..registry import Attributes
 from .interfaces import WRITES, Lookup, MutationInterface, ValidationInterface
 
@@ -154,6 +156,8 @@ class Webhooks:
         try:
             answer = _post(hook.spec.get("clientConfig") or {}, review, timeout)
             response = _response(answer, uid)
+            for text in _warnings(response):
+                warning.add(text)
             if not response.get("allowed"):
                 raise _denied(hook.name, response.get("status"))
             patched = _patched(response, attrs.object) if mutating else None
@@ -366,6 +370,14 @@ def _denied(name: str, status: Any) -> errors.StatusError:
     return errors.StatusError(
         code, str(status.get("reason") or ""), message, details if isinstance(details, dict) else {}
     )
+
+
+def _warnings(response: Object) -> list[str]:
+    """The warnings a webhook sends back for the client (``response.warnings``)."""
+    found = response.get("warnings") or []
+    if not isinstance(found, list) or not all(isinstance(w, str) for w in found):
+        raise CallError("received invalid webhook response: warnings is not a list of strings")
+    return found
 
 
 def _patched(response: Object, obj: Object | None) -> Object | None:
