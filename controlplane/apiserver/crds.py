@@ -7,7 +7,9 @@ controller thread (`CRDController`) follows the CRDs in the watch cache and, for
   free, serves every ``served`` version: the resource goes into the table every lookup
   reads (`kubelab.api.resources.set_custom`: routing, RBAC names, discovery), gets a
   cache of its own in the watch cache (`Cacher.serve`), a strategy with the CRD's rules
-  (`CustomResourceStrategy`), its structural schema for unknown-field pruning
+  (`CustomResourceStrategy`: structural checks and formats, then the
+  ``x-kubernetes-validations`` CEL rules of `kubelab.api.celrules`), its structural
+  schema for unknown-field pruning
   (`fieldvalidation.set_custom`) and its printer columns (`tables.set_custom_printer`);
   then writes the ``Established`` condition and ``acceptedNames`` into the CRD's status;
 * on deletion (the CRD carries the ``customresourcecleanup.apiextensions.k8s.io``
@@ -31,7 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kubelab.api import errors, resources, structural
+from kubelab.api import celrules, errors, resources, structural
 from kubelab.api.errors import FieldError
 from kubelab.api.resources import ALL_VERBS, Resource
 
@@ -167,10 +169,16 @@ class CustomResourceStrategy(Strategy):
         return out
 
     def validate(self, obj: Object) -> list[FieldError]:
-        return super().validate(obj) + structural.validate(self._schema_of(obj), obj)
+        schema = self._schema_of(obj)
+        found = super().validate(obj) + structural.validate(schema, obj)
+        # Rules assume the structure the schema describes (Kubernetes runs them only on
+        # values that passed the structural checks).
+        return found or celrules.validate(schema, obj)
 
     def validate_update(self, new: Object, old: Object) -> list[FieldError]:
-        return super().validate_update(new, old) + structural.validate(self._schema_of(new), new)
+        schema = self._schema_of(new)
+        found = super().validate_update(new, old) + structural.validate(schema, new)
+        return found or celrules.validate(schema, new, old)
 
     def scale_patch(self, replicas: int) -> Object:
         patch: Object = {}

@@ -1,13 +1,14 @@
 """The rules of apiextensions.k8s.io/v1 CustomResourceDefinitions as objects: names
 defaulted, the shape the CRD controller relies on checked (`controlplane.apiserver.crds`
-serves what passes), and the cleanup finalizer added, so that deleting a CRD first
+serves what passes; validation rules must compile, `kubelab.api.celrules`), and the
+cleanup finalizer added, so that deleting a CRD first
 deletes its objects."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubelab.api import errors
+from kubelab.api import celrules, errors
 from kubelab.api.errors import FieldError
 
 from .generic import StatusResetStrategy
@@ -95,4 +96,9 @@ def _validate_crd(obj: Object) -> list[FieldError]:
     for i, version in enumerate(versions):
         if not isinstance(version, dict) or not version.get("name"):
             found.append(errors.required(f"spec.versions[{i}].name", ""))
+            continue
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if isinstance(schema, dict):
+            where = f"spec.versions[{i}].schema.openAPIV3Schema"
+            found += celrules.compile_errors(schema, where)
     return found
