@@ -18,7 +18,8 @@ controller thread (`CRDController`) follows the CRDs in the watch cache and, for
 
 Objects are stored once, in the storage version (``/registry/<group>/<plural>/...``);
 the other served versions are `ConvertedView`s whose conversion (strategy ``None``)
-changes only the apiVersion, as Kubernetes' does.
+changes only the apiVersion, as Kubernetes' does, or, with strategy ``Webhook``, is
+the CRD's conversion webhook's (`conversion`).
 
 The custom resources' table is process-wide (`kubelab.api.resources`): one apiserver
 per process, which is how every plane here runs it.
@@ -27,6 +28,7 @@ per process, which is how every plane here runs it.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import re
 import threading
@@ -37,7 +39,7 @@ from kubelab.api import celrules, errors, resources, structural
 from kubelab.api.errors import FieldError
 from kubelab.api.resources import ALL_VERBS, Resource
 
-from . import discovery, fieldvalidation, openapi, strategies, tables
+from . import conversion, discovery, fieldvalidation, openapi, strategies, tables
 from .authn import UserInfo
 from .registry import DeleteOptions, Registry
 from .strategies.apiextensions import FINALIZER
@@ -323,14 +325,19 @@ class CRDController:
         schemas = {str(v["name"]): _schema(v) for v in _versions(crd)}
         for version, schema in schemas.items():
             fieldvalidation.set_custom(stored.group, version, stored.kind, schema)
+        converter = (
+            functools.partial(conversion.webhook_converter, crd)
+            if conversion.uses_webhook(crd)
+            else _apiversion_to
+        )
         for r in served:
             if r.version != storage:
                 self.views[_view_key(r)] = ConvertedView(
                     self.registry,
                     r,
                     stored,
-                    _apiversion_to(r.api_version),
-                    _apiversion_to(stored.api_version),
+                    converter(r.api_version),
+                    converter(stored.api_version),
                 )
         preferred = next(v for v in _versions(crd) if v.get("served"))
         columns = preferred.get("additionalPrinterColumns") or [
