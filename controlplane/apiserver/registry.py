@@ -849,9 +849,14 @@ class Registry:
                 changed = True
             return obj if changed else None
 
-        stored, _ = self._store_call(
-            lambda: self.storage.guaranteed_update(key, mark, current=current)
-        )
+        try:
+            stored, _ = self._store_call(
+                lambda: self.storage.guaranteed_update(key, mark, current=current)
+            )
+        except KeyNotFound:
+            # Gone meanwhile: its last finalizer went (the garbage collector finishing a
+            # cascade) or another delete removed it.
+            raise errors.not_found(r.plural, name, r.group) from None
         return stored
 
     def delete_collection(
