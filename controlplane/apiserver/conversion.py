@@ -31,7 +31,7 @@ from typing import Any
 
 from kubelab.api import errors
 
-from .webhookclient import CallError, post
+from .webhookclient import CallError, post, review_response
 
 log = logging.getLogger("kubelab.apiserver.conversion")
 
@@ -75,19 +75,7 @@ def _converted(obj: Object, desired: str, client_config: Object) -> Object:
         "request": {"uid": uid, "desiredAPIVersion": desired, "objects": [obj]},
     }
     answer = post(client_config, review, TIMEOUT_SECONDS)
-    if answer.get("apiVersion") != REVIEW_API_VERSION or answer.get("kind") != "ConversionReview":
-        raise CallError(
-            f"received invalid webhook response: expected apiVersion {REVIEW_API_VERSION} "
-            f"and kind ConversionReview, got {answer.get('apiVersion')}/{answer.get('kind')}"
-        )
-    response = answer.get("response")
-    if not isinstance(response, dict):
-        raise CallError("received invalid webhook response: no response")
-    if response.get("uid") != uid:
-        raise CallError(
-            f"received invalid webhook response: expected response.uid={uid!r}, "
-            f"got {response.get('uid')!r}"
-        )
+    response = review_response(answer, REVIEW_API_VERSION, "ConversionReview", uid)
     result = response.get("result") or {}
     if result.get("status") != "Success":
         raise CallError(str(result.get("message") or "the webhook did not report success"))

@@ -86,3 +86,22 @@ def post(config: Object, review: Object, timeout: int) -> Object:
     if not isinstance(answer, dict):
         raise CallError("received invalid webhook response: not a JSON object")
     return answer
+
+
+def review_response(answer: Object, api_version: str, kind: str, uid: str) -> Object:
+    """The ``response`` of a webhook's review (an AdmissionReview, a ConversionReview),
+    checked: the review's apiVersion and kind, and the request's `uid`."""
+    if answer.get("apiVersion") != api_version or answer.get("kind") != kind:
+        raise CallError(
+            f"received invalid webhook response: expected apiVersion {api_version} "
+            f"and kind {kind}, got {answer.get('apiVersion')}/{answer.get('kind')}"
+        )
+    response = answer.get("response")
+    if not isinstance(response, dict):
+        raise CallError("received invalid webhook response: no response")
+    if response.get("uid") != uid:
+        raise CallError(
+            f"received invalid webhook response: expected response.uid={uid!r}, "
+            f"got {response.get('uid')!r}"
+        )
+    return response

@@ -14,15 +14,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubelab import pki
 from lab.testenv import Environment
-from tests import standin
+from tests.integration.https_server import json_over_https
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
 Review = dict[str, Any]
@@ -42,35 +40,20 @@ class WebhookServer:
 
 @pytest.fixture
 def webhook_server(tmp_path: Path) -> Iterator[WebhookServer]:
-    ca = pki.new_ca("webhook-test-ca", valid_days=1)
-    state = WebhookServer("", base64.b64encode(ca.cert_pem()).decode())
+    state = WebhookServer("", "")
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.reviews.append(review)
-            answer = state.answer(review["request"], self.path.split("?")[0])
-            response = {"uid": review["request"]["uid"], **answer}
-            body = json.dumps(
-                {
-                    "apiVersion": "admission.k8s.io/v1",
-                    "kind": "AdmissionReview",
-                    "response": response,
-                }
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def respond(review: Review, path: str) -> Review:
+        state.reviews.append(review)
+        answer = state.answer(review["request"], path)
+        response = {"uid": review["request"]["uid"], **answer}
+        return {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": response,
+        }
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    # The apiserver hanging up on a slow answer (its timeout) is expected: the stand-in
-    # server logs it quietly.
-    with standin.serve(Handler, tls=standin.tls_context(ca, tmp_path, "webhook")) as server:
-        state.url = standin.url(server, "/admit")
+    with json_over_https(tmp_path, respond) as (base, ca_bundle):
+        state.url, state.ca_bundle = f"{base}/admit", ca_bundle
         yield state
 
 

@@ -5,25 +5,19 @@ certificate from a throwaway CA, given to the apiserver in ``caBundle``)."""
 
 from __future__ import annotations
 
-import base64
 import json
-import ssl
-import subprocess
-import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubelab import pki
 from lab.testenv import Environment
+from tests.integration.https_server import json_over_https
+from tests.integration.test_crds import kubectl
 
-KUBECTL = str(Path(sys.executable).parent / "kubectl")
 Object = dict[str, Any]
 
 
@@ -51,57 +45,23 @@ class ConversionServer:
 
 @pytest.fixture
 def conversion_server(tmp_path: Path) -> Iterator[ConversionServer]:
-    ca = pki.new_ca("conversion-test-ca", valid_days=1)
-    cert = pki.issue(ca, "webhook", ip_addresses=["127.0.0.1"], server=True, valid_days=1)
-    cert_path, key_path = pki.write_pair(cert, tmp_path, "webhook")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert_path, key_path)
-    state = ConversionServer(ca_bundle=base64.b64encode(ca.cert_pem()).decode())
+    state = ConversionServer()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.reviews.append(review)
-            request = review["request"]
-            response: Object = {"uid": request["uid"]}
-            if state.fail:
-                response["result"] = {"status": "Failure", "message": state.fail}
-            else:
-                desired = request["desiredAPIVersion"]
-                response["convertedObjects"] = [convert(o, desired) for o in request["objects"]]
-                response["result"] = {"status": "Success"}
-            body = json.dumps({**review, "response": response, "request": None}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def respond(review: Object, path: str) -> Object:
+        state.reviews.append(review)
+        request = review["request"]
+        response: Object = {"uid": request["uid"]}
+        if state.fail:
+            response["result"] = {"status": "Failure", "message": state.fail}
+        else:
+            desired = request["desiredAPIVersion"]
+            response["convertedObjects"] = [convert(o, desired) for o in request["objects"]]
+            response["result"] = {"status": "Success"}
+        return {"apiVersion": review["apiVersion"], "kind": review["kind"], "response": response}
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    state.url = f"https://127.0.0.1:{server.server_address[1]}/convert"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with json_over_https(tmp_path, respond) as (base, ca_bundle):
+        state.url, state.ca_bundle = f"{base}/convert", ca_bundle
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def kubectl(env: Environment, *args: str, stdin: str = "", check: bool = True) -> str:
-    done = subprocess.run(
-        [KUBECTL, f"--kubeconfig={env.kubeconfig}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if check and done.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
-    return done.stdout if check else done.stdout + done.stderr
 
 
 def _crd(group: str, server: ConversionServer) -> Object:

@@ -50,7 +50,7 @@ from kubelab.api.selectors import selector_from_label_selector
 
 from .. import warning
 from ..registry import Attributes
-from ..webhookclient import CallError, post
+from ..webhookclient import CallError, post, review_response
 from .interfaces import WRITES, Lookup, MutationInterface, ValidationInterface
 
 log = logging.getLogger("kubelab.apiserver.webhooks")
@@ -148,7 +148,7 @@ class Webhooks:
         timeout = int(hook.spec.get("timeoutSeconds") or 10)
         try:
             answer = post(hook.spec.get("clientConfig") or {}, review, timeout)
-            response = _response(answer, uid)
+            response = review_response(answer, REVIEW_API_VERSION, "AdmissionReview", uid)
             for text in _warnings(response):
                 warning.add(text)
             if not response.get("allowed"):
@@ -266,23 +266,6 @@ def _review(attrs: Attributes) -> Object:
     if attrs.namespace:
         request["namespace"] = attrs.namespace
     return {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "request": request}
-
-
-def _response(answer: Object, uid: str) -> Object:
-    if answer.get("apiVersion") != REVIEW_API_VERSION or answer.get("kind") != "AdmissionReview":
-        raise CallError(
-            "received invalid webhook response: expected apiVersion admission.k8s.io/v1 "
-            f"and kind AdmissionReview, got {answer.get('apiVersion')}/{answer.get('kind')}"
-        )
-    response = answer.get("response")
-    if not isinstance(response, dict):
-        raise CallError("received invalid webhook response: no response")
-    if response.get("uid") != uid:
-        raise CallError(
-            f"received invalid webhook response: expected response.uid={uid!r}, "
-            f"got {response.get('uid')!r}"
-        )
-    return response
 
 
 def _denied(name: str, status: Any) -> errors.StatusError:
