@@ -8,10 +8,16 @@ apiserver relays `kubectl logs`, `exec` and `top` here; see
   WebSocket with the `v5.channel.k8s.io` subprotocol (v4 too): each message starts with
   a channel byte (0 stdin, 1 stdout, 2 stderr, 3 the final Status, 4 terminal resize;
   v5's 255 closes a channel);
-* `/portForward/<ns>/<pod>?ports=...`: WebSocket `v4.channel.k8s.io`, two channels per
-  port (data, error), each opened by the port number; the connection is made inside
-  the pod's network namespace. (kubectl 1.31+ speaks SPDY tunnelled in WebSocket,
-  `SPDY/3.1+portforward.k8s.io`, which is not served: the official clients' protocol is.)
+* `/portForward/<ns>/<pod>`: SPDY/3.1 (`portforward.k8s.io`), either on the upgraded
+  connection (kubectl before 1.31) or tunnelled in WebSocket binary messages
+  (`SPDY/3.1+portforward.k8s.io`, kubectl 1.31+), see agents/kubelet/streaming.py; or
+  WebSocket `v4.channel.k8s.io` with `?ports=...` (the official Python client), two
+  channels per port (data, error), each opened by the port number. Connections are
+  made inside the pod's network namespace.
+
+An upgraded connection is read and written by several threads: it goes through
+`streaming.TLSConnection`, which serializes the SSL calls (OpenSSL forbids two threads
+in one SSL object; the race is what once failed a TLS exchange with UNEXPECTED_MESSAGE).
 * `/stats/summary` (CPU and memory of the node, pods and containers, for metrics.k8s.io),
   `/healthz`, `/metrics` (Prometheus), `/pods`.
 
@@ -43,6 +49,14 @@ from wsproto import ConnectionType, WSConnection
 
 from agents.kubelet.pods import PodWorkers
 from agents.kubelet.runtime import CONTAINER_NAME, ExecSession, Runtime, State
+from agents.kubelet.streaming import (
+    PortForwarder,
+    RawTransport,
+    SpdySession,
+    TLSConnection,
+    Transport,
+    WebSocketTunnel,
+)
 from kubelab.api.errors import StatusError
 from kubelab.client import RestClient, ServerUnreachable
 
@@ -50,7 +64,9 @@ log = logging.getLogger("kubelab.kubelet.server")
 
 Object = dict[str, Any]
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
-PORT_FORWARD_PROTOCOLS = ("v4.channel.k8s.io", "portforward.k8s.io")
+SPDY = "spdy/3.1"
+SPDY_TUNNEL = "SPDY/3.1+portforward.k8s.io"
+PORT_FORWARD_PROTOCOLS = (SPDY_TUNNEL, "v4.channel.k8s.io", "portforward.k8s.io")
 DECISION_TTL = 60.0
 
 
@@ -480,7 +496,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(500, f"{verb} failed: {exc}")
             return
         log.info("kubelet https: %s in %s/%s container %s (tty=%s)", verb, ns, pod, container, tty)
-        sock = self.connection
+        sock = TLSConnection(self.connection)
         sock.sendall(ws.send(wsproto.events.AcceptConnection(subprotocol=protocol)))
         self.close_connection = True
         lock = threading.Lock()
@@ -519,6 +535,59 @@ class _Handler(BaseHTTPRequestHandler):
             session.close()
 
     def _port_forward(self, ns: str, pod: str, query: dict[str, list[str]]) -> None:
+        """Port-forward in each protocol kubectl and the official clients speak: SPDY/3.1
+        on the upgraded connection (kubectl before 1.31), the same SPDY inside WebSocket
+        (`SPDY/3.1+portforward.k8s.io`, kubectl 1.31+; see agents/kubelet/streaming.py
+        for both), or WebSocket `v4.channel.k8s.io` (the official Python client)."""
+        if self.headers.get("Upgrade", "").lower() == SPDY:
+            self._port_forward_spdy(ns, pod)
+            return
+        upgrade = self._websocket(PORT_FORWARD_PROTOCOLS)
+        if upgrade is None:
+            return
+        ws, protocol = upgrade
+        if protocol == SPDY_TUNNEL:
+            sandbox = self.server.find_sandbox(ns, pod)
+            conn = TLSConnection(self.connection)
+            conn.sendall(ws.send(wsproto.events.AcceptConnection(subprotocol=protocol)))
+            self.close_connection = True
+            self._serve_spdy(WebSocketTunnel(conn, ws), ns, pod, sandbox)
+            return
+        self._port_forward_channels(ws, protocol, ns, pod, query)
+
+    def _port_forward_spdy(self, ns: str, pod: str) -> None:
+        """The SPDY/3.1 upgrade: answer 101 with the stream protocol, then serve SPDY."""
+        offered = [
+            p.strip()
+            for v in self.headers.get_all("X-Stream-Protocol-Version") or []
+            for p in v.split(",")
+        ]
+        if "portforward.k8s.io" not in offered:
+            self._error(
+                400,
+                f"port-forward over SPDY needs X-Stream-Protocol-Version: "
+                f"portforward.k8s.io (offered: {offered})",
+            )
+            return
+        sandbox = self.server.find_sandbox(ns, pod)
+        conn = TLSConnection(self.connection)
+        conn.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+            b"Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\n\r\n"
+        )
+        self.close_connection = True
+        self._serve_spdy(RawTransport(conn), ns, pod, sandbox)
+
+    def _serve_spdy(self, transport: Transport, ns: str, pod: str, sandbox: str) -> None:
+        def connect(port: int) -> socket.socket:
+            return self.server.runtime.port_forward(sandbox, port)
+
+        forwarder = PortForwarder(connect, f"{ns}/{pod}")
+        SpdySession(transport, forwarder.on_stream).run()
+
+    def _port_forward_channels(
+        self, ws: WSConnection, protocol: str, ns: str, pod: str, query: dict[str, list[str]]
+    ) -> None:
         """Port-forward over WebSocket (`v4.channel.k8s.io`, as the official clients speak
         it): for the i-th port of `?ports=`, channel 2i carries its data and 2i+1 its
         errors, and each channel's first message from here is the port (2 bytes, little
@@ -532,19 +601,16 @@ class _Handler(BaseHTTPRequestHandler):
         if not ports or not all(0 < p < 65536 for p in ports):
             self._error(400, "port-forward needs ?ports=<port>[,<port>...] between 1 and 65535")
             return
-        upgrade = self._websocket(PORT_FORWARD_PROTOCOLS)
-        if upgrade is None:
-            return
-        ws, protocol = upgrade
         sandbox = self.server.find_sandbox(ns, pod)
-        sock = self.connection
+        sock = TLSConnection(self.connection)
         sock.sendall(ws.send(wsproto.events.AcceptConnection(subprotocol=protocol)))
         self.close_connection = True
         lock = threading.Lock()
 
         def send(channel: int, data: bytes) -> None:
             with lock:
-                sock.sendall(ws.send(wsproto.events.BytesMessage(data=bytes([channel]) + data)))
+                message = ws.send(wsproto.events.BytesMessage(data=bytes([channel]) + data))
+            sock.sendall(message)
 
         conns: dict[int, socket.socket] = {}
         pumps = []

