@@ -23,6 +23,7 @@ it lets the local connection go. The same SPDY bytes arrive either straight afte
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import queue
 import select
@@ -30,13 +31,14 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import wsproto
 import wsproto.events
 import wsproto.utilities
 from wsproto import WSConnection
 
+from agents.kubelet.runtime import ExecSession
 from kubelab import spdy
 
 log = logging.getLogger("kubelab.kubelet.streaming")
@@ -53,6 +55,8 @@ class TLSConnection:
         sock.setblocking(False)
 
     def _wait(self, readable: bool) -> None:
+        if self._sock.fileno() < 0:
+            raise OSError("the connection is closed")
         if readable:
             select.select([self._sock], [], [])
         else:
@@ -300,3 +304,100 @@ class PortForwarder:
             conn.shutdown(socket.SHUT_WR)
         except OSError:
             pass
+
+
+def exit_status(code: int) -> dict[str, Any]:
+    """The Status an exec or attach ends with (remotecommand v4 and WebSocket v4/v5)."""
+    if code == 0:
+        return {"metadata": {}, "status": "Success"}
+    return {
+        "metadata": {},
+        "status": "Failure",
+        "message": f"command terminated with non-zero exit code: {code}",
+        "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+    }
+
+
+EXEC_PROTOCOLS = ("v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io")
+"""remotecommand's SPDY versions served, best first: v4 ends with a JSON Status on the
+error stream, v3 adds the resize stream, v2 is v1 with stdin's end honoured."""
+
+STREAM_TIMEOUT = 30.0
+"""Seconds a client has to open every stream its request asked for (the kubelet's
+streamCreationTimeout)."""
+
+
+class ExecStreams:
+    """exec and attach over SPDY: the client opens one stream per channel it asked for
+    (``streamtype`` error, stdin, stdout, stderr, resize); `serve` runs once all are
+    there, as the kubelet's remotecommand server does."""
+
+    def __init__(self, protocol: str, stdin: bool, stdout: bool, stderr: bool, tty: bool) -> None:
+        self.protocol = protocol
+        self.tty = tty
+        self.expected = {"error"}
+        self.expected |= {"stdin"} if stdin else set()
+        self.expected |= {"stdout"} if stdout else set()
+        self.expected |= {"stderr"} if stderr and not tty else set()
+        self.expected |= {"resize"} if tty and protocol != "v2.channel.k8s.io" else set()
+        self.streams: dict[str, Stream] = {}
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+
+    def on_stream(self, stream: Stream) -> None:
+        with self._lock:
+            self.streams[stream.header("streamtype")] = stream
+            if self.expected <= self.streams.keys():
+                self._ready.set()
+
+    def serve(self, session: ExecSession) -> None:
+        """Copy stdio both ways until the command ends, then report how it ended."""
+        if not self._ready.wait(STREAM_TIMEOUT):
+            missing = sorted(self.expected - self.streams.keys())
+            log.warning("kubelet streaming: exec streams %s never opened", missing)
+            return
+        pumps = [threading.Thread(target=self._stdin, args=(session,), daemon=True)]
+        if "resize" in self.streams:
+            pumps.append(threading.Thread(target=self._resize, args=(session,), daemon=True))
+        for pump in pumps:
+            pump.start()
+        outputs = {1: self.streams.get("stdout"), 2: self.streams.get("stderr")}
+        if self.tty:
+            outputs[2] = outputs[1]
+        while True:
+            channel, data = session.read()
+            if channel == 0:
+                break
+            target = outputs.get(channel)
+            if target is not None:
+                target.write(data)
+        error = self.streams["error"]
+        status = exit_status(session.exit_code())
+        if self.protocol == "v4.channel.k8s.io":
+            error.write(json.dumps(status).encode())
+        elif status["status"] != "Success":
+            error.write(status["message"].encode())
+        for stream in self.streams.values():
+            stream.close()
+
+    def _stdin(self, session: ExecSession) -> None:
+        stream = self.streams.get("stdin")
+        if stream is None:
+            return
+        while data := stream.read():
+            session.write(data)
+        session.close_stdin()
+
+    def _resize(self, session: ExecSession) -> None:
+        """Terminal sizes as JSON objects one after another ({"Width": .., "Height": ..})."""
+        decoder, buffer = json.JSONDecoder(), ""
+        while data := self.streams["resize"].read():
+            buffer += data.decode(errors="replace")
+            while buffer.strip():
+                try:
+                    size, end = decoder.raw_decode(buffer.lstrip())
+                except json.JSONDecodeError:
+                    break  # an object split across frames: wait for the rest
+                buffer = buffer.lstrip()[end:]
+                session.resize(int(size.get("Width", 80)), int(size.get("Height", 24)))

@@ -338,3 +338,22 @@ def test_kubectl_port_forward_reaches_the_pod(
         for _ in range(2):
             answer = _http_get(port)
             assert answer.startswith(b"HTTP/1.") and answer.endswith(b"hello-from-the-pod\n")
+
+
+def test_kubectl_exec_over_spdy(
+    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
+) -> None:
+    """kubectl exec as kubectl before 1.30 speaks it (remotecommand v4 over SPDY/3.1):
+    output, stdin, and the exit code from the error stream's Status."""
+    spdy = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
+    _pod(live, live_namespace, live_kubelet.name, "shell", docker_images.busybox, ["sleep", "3600"])
+    until(lambda: live.status(live_namespace, "shell").get("phase") == "Running", "Running")
+    exec_ = ["exec", "shell", "-n", live_namespace]
+    done = live.kubectl(*exec_, "--", "sh", "-c", "echo $((6*7)); echo oops >&2", env=spdy)
+    assert (done.stdout, done.stderr) == ("42\n", "oops\n")
+    read = live.kubectl(
+        *exec_, "-i", "--", "sh", "-c", "read x; echo got $x", input="hi\n", env=spdy
+    )
+    assert read.stdout == "got hi\n"
+    failed = live.kubectl(*exec_, "--", "sh", "-c", "exit 3", check=False, env=spdy)
+    assert failed.returncode == 3
