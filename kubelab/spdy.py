@@ -244,7 +244,8 @@ class Codec:
             raise ProtocolError(f"a SPDY header block does not decompress: {exc}") from exc
         try:
             (count,) = struct.unpack("!I", raw[:4])
-            at, headers = 4, {}
+            at = 4
+            headers: Headers = {}
             for _ in range(count):
                 (n,) = struct.unpack("!I", raw[at : at + 4])
                 name = raw[at + 4 : at + 4 + n].decode("latin-1").lower()
