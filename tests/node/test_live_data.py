@@ -118,21 +118,24 @@ def test_kubectl_exec(
 
 def test_kubectl_attach_and_top(live: Cluster, ns: str, pod_network_up: list[Node]) -> None:
     reader = {
-        "command": ["sh", "-c", 'read line; echo "got $line"; sleep 3600'],
+        "command": ["sh", "-c", 'read line; echo "got $line"'],
         "stdin": True,
         "stdinOnce": True,
     }
-    _run(live, ns, pod_network_up[0], "reader", BUSYBOX_IMAGE, container=reader)
+    node = pod_network_up[0]
+    _run(live, ns, node, "reader", BUSYBOX_IMAGE, restartPolicy="Never", container=reader)
     done = live.kubectl("attach", "reader", "-n", ns, "-i", input="hello\n")
     assert "got hello" in done.stdout
+    _run(live, ns, node, "busy", BUSYBOX_IMAGE, container={"command": ["sleep", "3600"]})
 
     def top() -> str:
-        shown = live.kubectl("top", "pod", "reader", "-n", ns, "--no-headers", check=False)
+        shown = live.kubectl("top", "pod", "busy", "-n", ns, "--no-headers", check=False)
         return shown.stdout if shown.returncode == 0 else ""
 
     # NAME  CPU(cores)  MEMORY(bytes): numbers from the kubelet's /stats/summary.
-    name, cpu, memory = until(top, "kubectl top pod").split()
-    assert name == "reader" and cpu.endswith("m") and memory.endswith("Mi")
+    until(top, "kubectl top pod")
+    name, cpu, memory = top().split()
+    assert name == "busy" and cpu.endswith("m") and memory.endswith("Mi")
 
 
 @contextlib.contextmanager
