@@ -3,8 +3,9 @@ plane's real processes (tests/integration/controlplane_fixture), and the kubelet
 `kubelet` service of real node containers, its pods on the node's own dockerd and pod
 network. `kubectl logs`, `exec` (WebSocket, and SPDY as older kubectl speaks it),
 `attach`, `top` and `port-forward` to nginx (SPDY inside WebSocket, kubectl's default
-since 1.31, and plain SPDY) go through the apiserver, which reaches the kubelet at the
-node's address with its kubelet-client certificate.
+since 1.31, and plain SPDY; and the official Python client's WebSocket
+`v4.channel.k8s.io`) go through the apiserver, which reaches the kubelet at the node's
+address with its kubelet-client certificate. Nobody else may call the kubelet.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import subprocess
 from collections.abc import Iterator
 from typing import Any
 
+import kubernetes
 import pytest
+import requests
 
 from kubelab.client import resource_for
 from lab.images import BUSYBOX_IMAGE, NGINX_IMAGE
@@ -186,3 +189,39 @@ def test_kubectl_port_forward_reaches_nginx(
         for _ in range(2):  # each connection is a new pair of streams
             answer = _http_get(port)
             assert answer.startswith(b"HTTP/1.1 200 OK") and b"nginx" in answer
+
+
+def test_the_official_clients_port_forward_reaches_nginx(
+    live: Cluster, ns: str, pod_network_up: list[Node]
+) -> None:
+    """The kubernetes client's port-forward speaks WebSocket `v4.channel.k8s.io`."""
+    _run(live, ns, pod_network_up[0], "nginx", NGINX_IMAGE)
+    api = kubernetes.client.CoreV1Api(
+        kubernetes.config.new_client_from_config(config_file=str(live.kubeconfig))  # type: ignore[no-untyped-call]
+    )
+
+    def fetch() -> bytes:
+        forward = kubernetes.stream.portforward(
+            api.connect_get_namespaced_pod_portforward, "nginx", ns, ports="80"
+        )
+        sock = forward.socket(80)
+        sock.setblocking(True)
+        sock.settimeout(10)
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        sock.close()
+        forward.close()
+        return answer
+
+    until(lambda: fetch().startswith(b"HTTP/1.1 200 OK"), "nginx through the tunnel", 60)
+
+
+def test_nobody_but_the_apiserver_may_call_the_kubelet(
+    live: Cluster, pod_network_up: list[Node]
+) -> None:
+    anonymous = requests.get(
+        f"https://{pod_network_up[0].ip}:10250/pods", verify=str(live.ca_file), timeout=10
+    )
+    assert anonymous.status_code == 401
