@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
+import pexpect
 import pytest
 import requests
 
@@ -117,6 +118,35 @@ def test_kubectl_exec(
     assert read.stdout == "hi!\n"
     failed = live.kubectl(*exec_, "sh", "-c", "exit 3", check=False, env=env)
     assert failed.returncode == 3
+
+
+@pytest.mark.parametrize("env", [{}, SPDY_EXEC], ids=["websocket", "spdy"])
+def test_kubectl_exec_it_runs_an_interactive_shell(
+    live: Cluster, ns: str, pod_network_up: list[Node], env: dict[str, str]
+) -> None:
+    """`kubectl exec -it` from a real pseudo-terminal, as a user types: the container's
+    shell gets a terminal (prompt, echo), the terminal's size reaches it (the resize
+    stream), and `exit 4` ends kubectl with the shell's code."""
+    shell = {"command": ["sleep", "3600"]}
+    _run(live, ns, pod_network_up[1], "tty", BUSYBOX_IMAGE, container=shell)
+    assert KUBECTL is not None
+    argv = ["--kubeconfig", str(live.kubeconfig), "exec", "-it", "tty", "-n", ns, "--", "sh"]
+    session = pexpect.spawn(
+        KUBECTL, argv, env={**os.environ, **env}, encoding="utf-8", timeout=60,
+        dimensions=(40, 132),
+    )  # fmt: skip
+    try:
+        session.expect("# ")
+        session.sendline("tty; stty size; echo sum=$((20+22))")
+        session.expect("sum=42")
+        shown = str(session.before)
+        assert "/dev/pts/" in shown
+        assert "40 132" in shown
+        session.sendline("exit 4")
+        session.expect(pexpect.EOF)
+    finally:
+        session.close(force=True)
+    assert session.exitstatus == 4
 
 
 def test_kubectl_attach_and_top(live: Cluster, ns: str, pod_network_up: list[Node]) -> None:
