@@ -58,8 +58,10 @@ def node() -> str:
 
 
 @contextlib.contextmanager
-def _running(cluster: Cluster, node: str, images: DockerImages, tmp: Path) -> Iterator[Kubelet]:
-    k = _start(cluster, node, images, tmp)
+def _running(
+    cluster: Cluster, node: str, images: DockerImages, tmp: Path, **config: Any
+) -> Iterator[Kubelet]:
+    k = _start(cluster, node, images, tmp, **config)
     try:
         yield k
     finally:
@@ -185,19 +187,13 @@ def test_a_container_that_exits_0_completes_once_and_is_never_created_again(
 
 
 def test_a_pods_resolv_conf_is_the_kubelets_and_names_the_cluster_dns(
-    cluster: Cluster,
-    namespace: str,
-    node: str,
-    docker_images: DockerImages,
-    tmp_path: Path,
+    cluster: Cluster, namespace: str, node: str, docker_images: DockerImages, tmp_path: Path
 ) -> None:
     # Not Docker's own (on a bridge network: `nameserver 127.0.0.11`, its embedded DNS).
     host = tmp_path / "node-resolv.conf"
     host.write_text("nameserver 192.0.2.53\nsearch lab.internal\n")
-    k = _start(
-        cluster, node, docker_images, tmp_path, cluster_dns=("10.96.0.10",), resolv_conf=host
-    )
-    try:
+    dns = {"cluster_dns": ("10.96.0.10",), "resolv_conf": host}
+    with _running(cluster, node, docker_images, tmp_path, **dns) as k:
         _pod(cluster, namespace, node, "dns", docker_images.busybox, ["sleep", "3600"])
         until(lambda: cluster.status(namespace, "dns").get("phase") == "Running", "Running")
         (app,) = [c for c in k.runtime.list_containers() if c.state == State.RUNNING]
@@ -209,7 +205,3 @@ def test_a_pods_resolv_conf_is_the_kubelets_and_names_the_cluster_dns(
         )
         write = k.runtime.exec_sync(app.id, ["sh", "-c", "echo x >> /etc/resolv.conf"], 30)
         assert write.exit_code != 0  # read-only, as the kubelet mounts it
-    finally:
-        k.stop()
-        docker_images.cleanup_containers()
-        cluster.delete_node(node)
