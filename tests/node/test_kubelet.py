@@ -181,3 +181,30 @@ def test_a_restart_of_the_nodes_docker_engine_loses_and_duplicates_nothing(
     assert not before & {c["Id"] for c in running}
     statuses = _status(node_api, ns, "keep")["containerStatuses"]
     assert statuses[0]["restartCount"] >= 1
+
+
+def test_a_pods_resolv_conf_on_the_pod_network_is_the_kubelets(
+    node_api: NodeAPI, kubelets: list[Node], ns: str
+) -> None:
+    # On a bridge network Docker's own resolv.conf names its embedded DNS (127.0.0.11).
+    first = kubelets[0]
+    cat = {"name": "cat", "image": BUSYBOX_IMAGE, "command": ["cat", "/etc/resolv.conf"]}
+    dns = {"nameservers": ["10.96.0.10"], "searches": [f"{ns}.svc.cluster.local"]}
+    _create(
+        node_api,
+        ns,
+        first,
+        "resolv",
+        restartPolicy="Never",
+        dnsPolicy="None",
+        dnsConfig=dns,
+        containers=[cat],
+    )
+    until(lambda: _status(node_api, ns, "resolv").get("phase") == "Succeeded", "Succeeded", 60)
+    found = first.exec(
+        "docker", "ps", "-aq", "--filter", "label=io.kubernetes.pod.name=resolv",
+        "--filter", "label=io.kubernetes.container.name=cat",
+    ).stdout.decode().split()  # fmt: skip
+    (container,) = found
+    seen = first.exec("docker", "logs", container).stdout.decode()
+    assert seen == f"nameserver 10.96.0.10\nsearch {ns}.svc.cluster.local\n"
