@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import os
 import random
+import re
 import resource
 import signal
 import subprocess
@@ -220,12 +222,37 @@ def scheduler_metric(plane: LocalControlPlane, line_prefix: str) -> float:
     return 0.0
 
 
+def request_counts(client: RestClient) -> Counter[str]:
+    """The apiserver's requests so far by kind ("VERB resource[/subresource]"), from its
+    `apiserver_request_total`; watches count when they open."""
+    counts: Counter[str] = Counter()
+    for line in str(client.request("GET", "/metrics")).splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+        kind = labels["resource"] + (f"/{labels['subresource']}" if labels["subresource"] else "")
+        counts[f"{labels['verb']} {kind or 'other'}"] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
+def per_kind(counts: Counter[str], divisor: float, fmt: str) -> str:
+    """The request kinds, most frequent first, each count divided by `divisor`."""
+    return ", ".join(f"{k} {fmt.format(n / divisor)}" for k, n in counts.most_common(12))
+
+
+def thread_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-scheduler-") as tmp:
         plane = LocalControlPlane(
             Path(tmp),
             store_members=1,
             scheduler_args=["--kube-api-qps", "1000", "--kube-api-burst", "2000"],
+            # A /26 of the pod network per node: 1,024 nodes (the default /24 gives 256,
+            # and the others would get CIDRNotAvailable Events, retried, forever).
+            controller_manager_args=["--node-cidr-mask-size=26"],
         )
         print("==> starting a 1-member store, the apiserver, controller-manager, scheduler")
         plane.start(timeout=120)
@@ -294,7 +321,23 @@ def measure(
         "scheduler": [plane.scheduler.pid] if plane.scheduler else [],
         "hollow nodes": [hollow.pid],
     }
-    cpu0 = {k: sum(cpu_seconds(p) for p in pids) for k, pids in components.items()}
+
+    def cpu_now() -> dict[str, float]:
+        return {k: sum(cpu_seconds(p) for p in pids) for k, pids in components.items()}
+
+    # The cluster at rest first: what 500 nodes cost with no pod to place.
+    if args.idle > 0:
+        cpu0, requests0, t0 = cpu_now(), request_counts(client), time.monotonic()
+        time.sleep(args.idle)
+        cpu1, requests1, t1 = cpu_now(), request_counts(client), time.monotonic()
+        print(
+            f"at rest ({t1 - t0:.0f} s, {thread_count(hollow.pid)} threads in the hollow "
+            "process), CPU in cores: "
+            + ", ".join(f"{k} {(cpu1[k] - cpu0[k]) / (t1 - t0):.2f}" for k in components)
+        )
+        print("  requests/s: " + per_kind(requests1 - requests0, t1 - t0, "{:.1f}"))
+    cpu0 = cpu_now()
+    requests0 = request_counts(client)
     self0 = resource.getrusage(resource.RUSAGE_SELF)
     created: dict[str, float] = {}
     pace = f"at {args.rate:g}/s" if args.rate else "as fast as they go"
@@ -318,7 +361,8 @@ def measure(
         time.sleep(0.2)
     finished = max(watch.bound.values(), default=time.monotonic())
     elapsed = finished - started
-    cpu1 = {k: sum(cpu_seconds(p) for p in pids) for k, pids in components.items()}
+    cpu1 = cpu_now()
+    requests1 = request_counts(client)
     self1 = resource.getrusage(resource.RUSAGE_SELF)
     watch.stop()
     latencies = [watch.bound[n] - created[n] for n in watch.bound if n in created]
@@ -326,10 +370,9 @@ def measure(
     rate = bound / elapsed if elapsed > 0 else 0.0
     p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
     problems = check_placement(client)
-    cpu = {k: (cpu1[k] - cpu0[k]) / elapsed for k in components}
-    cpu["load generator"] = (
-        self1.ru_utime + self1.ru_stime - self0.ru_utime - self0.ru_stime
-    ) / elapsed
+    used = {k: cpu1[k] - cpu0[k] for k in components}
+    used["load generator"] = self1.ru_utime + self1.ru_stime - self0.ru_utime - self0.ru_stime
+    cpu = {k: v / elapsed for k, v in used.items()}
     print(f"\ncreated {len(pods)} pods in {created_all - started:.1f} s")
     print(
         f"bound {bound}/{len(pods)} in {elapsed:.1f} s: {rate:.0f} pods/s "
@@ -337,6 +380,11 @@ def measure(
     )
     print(f"create-to-bound p50 {p50:.2f} s, p99 {p99:.2f} s (target p99 < {TARGET_P99:.0f} s)")
     print("CPU (cores, over the run): " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
+    print(
+        "CPU per pod bound (ms): "
+        + ", ".join(f"{k} {1000 * v / max(1, bound):.1f}" for k, v in used.items())
+    )
+    print("requests per pod bound: " + per_kind(requests1 - requests0, max(1, bound), "{:.2f}"))
     print(
         "placement check: "
         + ("every pod bound where it fits" if not problems else f"{len(problems)} problems")
@@ -362,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for bindings")
     p.add_argument(
         "--rate", type=float, default=0.0, help="pods created per second (0: as fast as they go)"
+    )
+    p.add_argument(
+        "--idle", type=float, default=20.0, help="seconds measured at rest before the pods"
     )
     p.add_argument("--markdown", action="store_true")
     # SIGTERM unwinds like Ctrl-C, so the control plane and hollow nodes are stopped.
