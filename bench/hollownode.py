@@ -32,8 +32,9 @@ from agents.kubelet.config import KubeletConfig
 from agents.kubelet.kubelet import Kubelet
 from agents.kubelet.machine import FixedMachine
 from agents.kubelet.runtime.memory import MemoryRuntime
-from kubelab.client import RestClient, load_config
+from kubelab.client import RestClient, SharedInformer, load_config, resource_for
 
+SERVICES = resource_for("v1", "Service")
 ZONES = ("zone-a", "zone-b", "zone-c", "zone-d", "zone-e")
 SIZES = ((4, 16), (8, 32), (2, 8))
 """Node sizes in turn (CPUs, GiB of memory): mixed capacity, as a real cluster has."""
@@ -42,7 +43,9 @@ NODES_PER_CLIENT = 20
 and the client keeps 64 connections."""
 
 
-def hollow_kubelet(name: str, index: int, client: RestClient) -> Kubelet:
+def hollow_kubelet(
+    name: str, index: int, client: RestClient, services: SharedInformer, stop: threading.Event
+) -> Kubelet:
     cpus, gib = SIZES[index % len(SIZES)]
     config = KubeletConfig(
         node_name=name,
@@ -53,6 +56,9 @@ def hollow_kubelet(name: str, index: int, client: RestClient) -> Kubelet:
         },
         workers=1,
         relist_period=10.0,
+        # Kubernetes' default: with the Lease as the heartbeat, an unchanged status is
+        # reported every 5 minutes (kubelab's kubelet defaults to 1 minute).
+        node_status_report_frequency=300.0,
     )
     return Kubelet(
         config,
@@ -61,6 +67,8 @@ def hollow_kubelet(name: str, index: int, client: RestClient) -> Kubelet:
         FixedMachine(cpu_count=cpus, memory_bytes=gib * 1024**3),
         events=False,
         volumes=False,
+        services=services,
+        stop_event=stop,
     )
 
 
@@ -83,8 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         RestClient(config, user_agent="hollow-kubelet", qps=None)
         for _ in range(0, args.nodes, NODES_PER_CLIENT)
     ]
+    # One Services informer and one stop event for them all: the Services are the same
+    # for every node, and a watch (and threads) each would cost the apiserver and us.
+    services = SharedInformer(clients[0], SERVICES)
+    services.start(stop)
     kubelets = [
-        hollow_kubelet(f"{args.prefix}-{i:04}", i, clients[i // NODES_PER_CLIENT])
+        hollow_kubelet(f"{args.prefix}-{i:04}", i, clients[i // NODES_PER_CLIENT], services, stop)
         for i in range(args.nodes)
     ]
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
@@ -94,8 +106,6 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(0.2)
     print(f"ready {args.nodes}", flush=True)
     stop.wait()
-    for kubelet in kubelets:
-        kubelet.stop_event.set()
     for client in clients:
         client.close()
     return 0
