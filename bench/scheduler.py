@@ -334,6 +334,7 @@ def measure(
         return {k: sum(cpu_seconds(p) for p in pids) for k, pids in components.items()}
 
     # The cluster at rest first: what 500 nodes cost with no pod to place.
+    at_rest = dict.fromkeys(components, 0.0)
     if args.idle > 0:
         cpu0, requests0, t0 = cpu_now(), request_counts(client), time.monotonic()
         time.sleep(args.idle)
@@ -344,7 +345,8 @@ def measure(
             + ", ".join(f"{k} {(cpu1[k] - cpu0[k]) / (t1 - t0):.2f}" for k in components)
         )
         print("  requests/s: " + per_kind(requests1 - requests0, t1 - t0, "{:.1f}"))
-    cpu0 = cpu_now()
+        at_rest = {k: (cpu1[k] - cpu0[k]) / (t1 - t0) for k in components}
+    cpu0, window0 = cpu_now(), time.monotonic()
     requests0 = request_counts(client)
     self0 = resource.getrusage(resource.RUSAGE_SELF)
     created: dict[str, float] = {}
@@ -369,7 +371,7 @@ def measure(
         time.sleep(0.2)
     finished = max(watch.bound.values(), default=time.monotonic())
     elapsed = finished - started
-    cpu1 = cpu_now()
+    cpu1, window = cpu_now(), time.monotonic() - window0
     requests1 = request_counts(client)
     self1 = resource.getrusage(resource.RUSAGE_SELF)
     watch.stop()
@@ -392,6 +394,14 @@ def measure(
         "CPU per pod bound (ms): "
         + ", ".join(f"{k} {1000 * v / max(1, bound):.1f}" for k, v in used.items())
     )
+    if args.idle > 0:
+        print(
+            "  above the at-rest cost (ms): "
+            + ", ".join(
+                f"{k} {1000 * (used[k] - at_rest[k] * window) / max(1, bound):.1f}"
+                for k in components
+            )
+        )
     print("requests per pod bound: " + per_kind(requests1 - requests0, max(1, bound), "{:.2f}"))
     print(
         "placement check: "
