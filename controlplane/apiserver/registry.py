@@ -36,7 +36,7 @@ from typing import Any, Protocol, TypeVar
 import yaml
 
 from controlplane.apiserver import managedfields, protobuf
-from kubelab import storeclient
+from kubelab import fastjson, storeclient
 from kubelab.api import errors, patch, selectors
 from kubelab.api.defaults import apply_defaults
 from kubelab.api.resources import Resource
@@ -562,7 +562,7 @@ class Registry:
             r,
             namespace,
             name,
-            lambda _old: copy.deepcopy(obj),
+            lambda _old: fastjson.copy(obj),
             user,
             subresource,
             dry_run,
@@ -702,7 +702,7 @@ class Registry:
         side: list[tuple[list[tuple[str, bytes]], list[str]]] = [([], [])]
 
         def mutate(old: Object) -> Object | None:
-            new = change(copy.deepcopy(old))
+            new = change(fastjson.copy(old))
             if not isinstance(new, dict):
                 raise errors.bad_request("the patched object is not a JSON object")
             self._check_type(r, new)
