@@ -8,7 +8,10 @@ labels: hostname, zone), renews its Lease in `kube-node-lease`, watches its own 
 (`spec.nodeName=<node>`: the watch the apiserver's index serves), runs them (nothing
 runs; their containers "start" at once) and reports them Running, and confirms their
 deletion. Events, volumes and the HTTPS server are off (`events=False,
-volumes=False`), which the kubelet offers for hollow nodes.
+volumes=False`), which the kubelet offers for hollow nodes. The kubelets share one
+Services informer and one stop event (`services=`, `stop_event=`): the Services are the
+same for every node, and a watch and threads each cost the apiserver and this process
+(5,501 threads for 500 nodes before, 2,504 after).
 
     python -m bench.hollownode --kubeconfig admin.conf --nodes 500 [--prefix hollow]
 

@@ -6,9 +6,10 @@ and the scheduler) and the hollow nodes (`bench/hollownode.py`: one process host
 real kubelets on the in-memory runtime, each with its Lease, its own pod watch and its
 pods' status), then creates, from 16 threads:
 
-* 3,000 pods of one app (`app=web`), as a Deployment of 3,000 would. The Deployment
-  and ReplicaSet controllers have not landed on this branch, so the pods are created
-  directly, labelled and shaped as the ReplicaSet would make them;
+* 3,000 pods of one app (`app=web`), as a Deployment of 3,000 would make them, but
+  created directly, labelled and shaped as its ReplicaSet's: a Deployment object would
+  have the ReplicaSet controller create them in its slow-start bursts, not at a stated
+  rate (scheduler_perf, too, creates its pods from templates);
 * 2,000 bare pods with mixed requests: 200 with a required pod anti-affinity (one per
   node), 200 spread over the 5 zones by a topology spread constraint (maxSkew 1), 200
   with a required node affinity to two zones, the rest plain.
