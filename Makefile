@@ -8,12 +8,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_DIR ?= .lab
 
-.PHONY: help venv images lint typecheck test test-fast soak bench up down status up-local down-local status-local clean
+.PHONY: help venv images lint typecheck test test-fast soak bench up down status stop start up-local down-local status-local clean
 
 help:
 	@echo "make up        bring up the Docker lab (1 control-plane node, 2 workers; CONFIG=cluster.yaml) and print how to use kubectl"
 	@echo "make down      remove it (every container, volume and network it made)"
 	@echo "make status    its nodes, roles, addresses and readiness"
+	@echo "make stop      stop the lab's containers; make start brings the same cluster back"
 	@echo "make up-local  a control plane as local processes in $(LAB_DIR)/ (3-member store, apiserver), no Docker"
 	@echo "make test      lint, type-check and run the test suite"
 	@echo "make test-fast unit tests, Raft transcripts and a few simulation seeds (the edit-test loop)"
@@ -25,9 +26,10 @@ help:
 # its peer in benchmarks.
 SYSTEM_STAMP := $(VENV)/.system-packages
 
-# The image builder (lab/images.py) needs debootstrap and a C compiler (the pause image).
-SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils
-SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip
+# The image builder (lab/images.py) needs debootstrap and a C compiler (the pause image);
+# the lab pushes images into its registry with skopeo.
+SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils skopeo
+SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip skopeo
 
 $(SYSTEM_STAMP):
 	@mkdir -p $(VENV)
@@ -91,6 +93,13 @@ down: $(STAMP)
 
 status: $(STAMP)
 	$(BIN)/labctl status --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
+
+# The lab's containers stopped and started again: the same cluster comes back.
+stop: $(STAMP)
+	$(BIN)/labctl stop --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
+
+start: $(STAMP)
+	$(BIN)/labctl start --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
 
 up-local: $(STAMP)
 	$(BIN)/python -m lab.localcluster up --dir $(LAB_DIR)/store --members 3

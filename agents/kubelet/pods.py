@@ -114,6 +114,9 @@ class PodState:
     mount_error: str = ""
     evicted: str = ""
     """Why the kubelet evicted the pod (node pressure); it then stays Failed."""
+    acted_at: float = 0.0
+    """When the worker last started something of the pod: its next sync reads a runtime
+    state relisted after that."""
 
 
 def _latest(
@@ -125,6 +128,19 @@ def _latest(
         key=lambda c: (c.attempt, c.created_at),
     )
     return (found[-1] if found else None), found[:-1]
+
+
+def _desired(pod: Object) -> tuple[object, ...]:
+    """What a sync acts on: the pod less its status and bookkeeping (resourceVersion,
+    managedFields), as Kubernetes' `podsDifferSemantically`."""
+    meta = pod["metadata"]
+    return (
+        pod.get("spec"),
+        meta.get("labels"),
+        meta.get("annotations"),
+        meta.get("deletionTimestamp"),
+        meta.get("deletionGracePeriodSeconds"),
+    )
 
 
 def _ready_sandbox(snapshot: PodSnapshot) -> SandboxStatus | None:
@@ -176,9 +192,14 @@ class PodWorkers:
             st = self.pods.get(uid)
             if st is None:
                 self.pods[uid] = PodState(pod, static=static)
+                changed = True
             else:
+                changed = st.pod is None or _desired(st.pod) != _desired(pod)
                 st.pod = pod
-        self.queue.add(uid)
+        # The kubelet's own status writes come back through the watch: they change
+        # nothing to do (Kubernetes' config source drops them the same way).
+        if changed:
+            self.queue.add(uid)
 
     def remove(self, uid: str) -> None:
         """A pod is gone from its source: stop and remove what is left of it."""
@@ -237,7 +258,13 @@ class PodWorkers:
             self._write_status(uid, st, pod)
             return
         st.wake_at = None
+        acted_at = st.acted_at
         self._sync(uid, st, pod)
+        if st.acted_at != acted_at:
+            # It started something: the status it writes shows that (Running), from a
+            # relist after the start, rather than Pending and then Running from another
+            # sync that would wait in the queue behind other pods' starts.
+            self.pleg.snapshot(uid, newer_than=st.acted_at)
         self._write_status(uid, st, pod)
         self._gc_containers(uid, pod)
         wake = min(
@@ -290,7 +317,9 @@ class PodWorkers:
     def _sync(self, uid: str, st: PodState, pod: Object) -> None:
         spec = pod.get("spec") or {}
         policy = spec.get("restartPolicy") or "Always"
-        snap = self.pleg.snapshot(uid)
+        # Never older than this worker's own last change, or it would act on a runtime
+        # state from before it (a second sandbox), as Kubernetes' GetNewerThan.
+        snap = self.pleg.snapshot(uid, newer_than=st.acted_at)
         if st.terminated:
             return
         if st.start_time is None:
@@ -303,7 +332,6 @@ class PodWorkers:
             sandbox = self._new_sandbox(uid, st, pod, snap)
             if sandbox is None:
                 return
-            snap = self.pleg.snapshot(uid)
         try:
             volumes = (
                 self.volumes.setup(pod, self.config.node_ip, sandbox.ip, self.allocatable)
@@ -374,7 +402,7 @@ class PodWorkers:
         d = podspec.dns(pod, self.config.cluster_dns, self.config.cluster_domain)
         attempt = max((s.attempt + 1 for s in snap.sandboxes), default=0)
         try:
-            self.runtime.run_sandbox(
+            started = self.runtime.run_sandbox(
                 SandboxConfig(
                     pod=ref,
                     attempt=attempt,
@@ -393,6 +421,7 @@ class PodWorkers:
             )
             self._wake(st, time.time() + 5.0)
             return None
+        st.acted_at = time.time()
         if attempt > 0:
             self.recorder.event(
                 pod,
@@ -400,7 +429,7 @@ class PodWorkers:
                 "SandboxChanged",
                 "Pod sandbox changed, it will be killed and re-created.",
             )
-        return _ready_sandbox(self.pleg.snapshot(uid, newer_than=time.time()))
+        return started if started.ready else None
 
     def _ensure_image(self, st: PodState, pod: Object, c: Object) -> bool:
         """Pull the image as imagePullPolicy says; False (with the waiting reason set)
@@ -498,6 +527,7 @@ class PodWorkers:
             cid = self.runtime.create_container(sandbox.id, config)
             self.recorder.event(pod, NORMAL, "Created", f"Created container {name}", path)
             self.runtime.start_container(cid)
+            st.acted_at = time.time()
         except ImageNotFound as exc:
             st.waiting[name] = ("ErrImagePull", str(exc))
             self._wake(st, now + self.config.image_pull_backoff)

@@ -499,8 +499,8 @@ class RestClient:
                     log.warning("cannot re-read token file %s, using the last token", exc)
             return self._file_token[0]
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"User-Agent": self.user_agent, "Accept": _JSON}
+    def _headers(self, content_type: str | None, accept: str = _JSON) -> dict[str, str]:
+        headers = {"User-Agent": self.user_agent, "Accept": accept}
         token = self._bearer_token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -516,6 +516,7 @@ class RestClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = _JSON,
+        accept: str = _JSON,
     ) -> Answer:
         """Send one request on a kept-alive connection, with the retries of the module
         docstring; return a 2xx or 3xx answer, or raise `StatusError` /
@@ -524,7 +525,7 @@ class RestClient:
         target = f"{path}?{urlencode(params)}" if params else path
         head = "".join(
             f"{k}: {v}\r\n"
-            for k, v in self._headers(None if body is None else content_type).items()
+            for k, v in self._headers(None if body is None else content_type, accept).items()
         ).encode("latin-1")
 
         def attempt() -> Answer:
@@ -776,11 +777,12 @@ class RestClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = _JSON,
+        accept: str = _JSON,
     ) -> Any:
         """Any other call, e.g. POST .../pods/web/binding, GET .../deployments/web/scale or
         GET .../pods/web/log: the decoded JSON answer, or its text when it is not JSON."""
         answer = self._send(
-            method.upper(), path, params=params, body=body, content_type=content_type
+            method.upper(), path, params=params, body=body, content_type=content_type, accept=accept
         )
         if answer.headers.get("content-type", "").startswith(_JSON):
             return fastjson.loads(answer.content)
