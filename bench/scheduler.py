@@ -353,7 +353,7 @@ def measure(
     created: dict[str, float] = {}
     pace = f"at {args.rate:g}/s" if args.rate else "as fast as they go"
     # At a stated rate each create leaves at its time (open loop): enough threads that
-    # slow answers do not hold later creates back (16 made 82/s of 100/s at load 3).
+    # slow answers do not hold later creates back (16 made 83/s of 100/s at load 3).
     writers = 64 if args.rate else 16
     print(f"==> creating {len(pods)} pods from {writers} threads, {pace}", flush=True)
     started = time.monotonic()
