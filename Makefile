@@ -11,7 +11,7 @@ LAB_DIR ?= .lab
 .PHONY: help venv images lint typecheck test test-fast soak bench up down status stop start up-local down-local status-local clean
 
 help:
-	@echo "make up        bring up the Docker lab (1 control-plane node, 2 workers; CONFIG=cluster.yaml) and print how to use kubectl"
+	@echo "make up        bring up the Docker lab (3 control-plane nodes behind haproxy, 2 workers; CONFIG=cluster.yaml) and print how to use kubectl"
 	@echo "make down      remove it (every container, volume and network it made)"
 	@echo "make status    its nodes, roles, addresses and readiness"
 	@echo "make stop      stop the lab's containers; make start brings the same cluster back"

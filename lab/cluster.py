@@ -57,7 +57,7 @@ from kubelab.client import (
     load_config,
     resource_for,
 )
-from lab import kubeconfigs
+from lab import haproxy, kubeconfigs
 from lab.images import BUSYBOX_IMAGE, NGINX_IMAGE, PAUSE_IMAGE, Builder
 from lab.labadm.layout import API_PORT
 from lab.nodes import LAB_LABEL, Node, NodeCluster, NodeError
@@ -69,9 +69,11 @@ LABADM = ("/opt/kubelab/venv/bin/python", "-m", "lab.labadm")
 DEFAULT_CONFIG = {
     "kind": "Cluster",
     "name": "kubelab",
-    "nodes": [{"role": "control-plane"}, {"role": "worker"}, {"role": "worker"}],
+    "nodes": [{"role": "control-plane"}] * 3 + [{"role": "worker"}] * 2,
 }
 IMAGES = ["busybox", "pause", "nginx", "node", "registry"]
+HA_IMAGES = ["haproxy"]
+"""Built only for a lab of more than one control-plane node (the load balancer)."""
 MIRRORED = (BUSYBOX_IMAGE, NGINX_IMAGE)
 """Pushed to the lab's registry with the node image (pods pull them through the mirror);
 the pause image is not a docker.io name, so it is loaded into the nodes."""
@@ -97,12 +99,22 @@ class ClusterConfig:
         roles = tuple(str(n.get("role", "worker")) for n in nodes if isinstance(n, dict))
         if len(roles) != len(nodes) or any(r not in ROLES for r in roles):
             raise LabError(f"{source}: each node needs a role of {', '.join(ROLES)}")
-        if roles.count("control-plane") != 1:
+        if roles[:1] != ("control-plane",):
             raise LabError(
-                f"{source}: exactly one control-plane node for now (HA with 3 or 5 is still "
-                f"to come); got {roles.count('control-plane')}"
+                f"{source}: the first node must be a control-plane node (labadm init runs "
+                "there); list the control-plane nodes first"
+            )
+        if roles.count("control-plane") % 2 == 0:
+            print(
+                f"warning: {source}: {roles.count('control-plane')} control-plane nodes: an "
+                "even number tolerates no more failures than one fewer (the store's quorum)",
+                file=sys.stderr,
             )
         return cls(name, roles)
+
+    @property
+    def control_planes(self) -> int:
+        return self.roles.count("control-plane")
 
     @classmethod
     def load(cls, path: Path | None) -> ClusterConfig:
@@ -160,6 +172,11 @@ class Lab:
     timings: dict[str, float] = field(default_factory=dict)
     join_command: list[str] = field(default_factory=list)
     """What `labadm init` printed for workers to run (`join <endpoint> --token ...`)."""
+    control_plane_join: list[str] = field(default_factory=list)
+    """... and for control-plane nodes (`... --control-plane --certificate-key ...`)."""
+    endpoint: str = ""
+    """The apiservers' address (host:port): the load balancer's with more than one
+    control-plane node, else the first node's."""
     registry: Registry | None = None
     roles: dict[str, str] = field(default_factory=dict)
     """Each node's role by its name."""
@@ -167,6 +184,16 @@ class Lab:
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"kubelab-{self.config.name}"
+
+    @property
+    def control_plane_nodes(self) -> list[Node]:
+        assert self.nodes is not None
+        return [n for n in self.nodes.nodes if self.roles[n.name] == "control-plane"]
+
+    @property
+    def worker_nodes(self) -> list[Node]:
+        assert self.nodes is not None
+        return [n for n in self.nodes.nodes if self.roles[n.name] == "worker"]
 
     @property
     def kubeconfig(self) -> Path:
@@ -187,27 +214,33 @@ class Lab:
             )
         self.directory.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        self._timed("images", "Ensuring node images", lambda: self.builder.ensure(IMAGES))
+        ha = self.config.control_planes > 1
+        images = IMAGES + (HA_IMAGES if ha else [])
+        self._timed("images", "Ensuring node images", lambda: self.builder.ensure(images))
         image = self.builder.tags("node")[0]
         cluster = self.nodes = NodeCluster(self.prefix, client=client, image=image)
         names = self._names()
         self._timed(
             "nodes", f"Starting the registry and {len(names)} nodes", lambda: self._start(names)
         )
+        control_planes = self.control_plane_nodes
+        self.endpoint = f"{control_planes[0].ip}:{API_PORT}"
+        if ha:
+            self._timed(
+                "lb", "Starting the load balancer (haproxy)", lambda: self._start_lb(control_planes)
+            )
         self._save_state()
         self._timed("load", "Filling the registry, loading pause into the nodes", self._fill)
-        control_plane = cluster.nodes[0]
         self._timed(
             "init",
-            f"Running labadm init on {control_plane.name}",
-            lambda: self.join_command.extend(self._init(control_plane, image)),
+            f"Running labadm init on {control_planes[0].name}",
+            lambda: self._init(control_planes[0], image),
         )
-        workers = cluster.nodes[1:]
-        if workers:
+        if len(cluster.nodes) > 1:
             self._timed(
                 "join",
-                f"Joining {len(workers)} workers",
-                lambda: self._join(workers, self.join_command),
+                f"Joining {len(cluster.nodes) - 1} nodes",
+                lambda: self._join(control_planes[1:], self.worker_nodes),
             )
         self._timed("ready", "Waiting for every node to be Ready", self._wait_ready)
         self.timings["total"] = time.monotonic() - started
@@ -261,34 +294,66 @@ class Lab:
         self.nodes.load_image(PAUSE_IMAGE)
         self._pushing.result()
 
-    def _init(self, node: Node, image: str) -> list[str]:
+    def _start_lb(self, control_planes: list[Node]) -> None:
         assert self.nodes is not None and self.nodes.addressing is not None
-        out = self.shell.run(
-            node,
-            [
-                *LABADM, "init", f"--apiserver-advertise-address={node.ip}",
-                f"--node-name={node.name}", f"--image={image}",
-                f"--pod-network-cidr={self.nodes.addressing.subnet}",
-            ],
-        )  # fmt: skip
+        haproxy.start(
+            self.builder.client,
+            self.prefix,
+            self.nodes.network_name,
+            self.nodes.addressing,
+            self.builder.tags("haproxy")[0],
+            [(n.name, n.ip) for n in control_planes],
+        )
+        self.endpoint = f"{haproxy.address(self.nodes.addressing)}:{API_PORT}"
+        print(f"   load balancer at {self.endpoint}", flush=True)
+
+    def _init(self, node: Node, image: str) -> None:
+        """`labadm init` on the first node (with the load balancer as the control-plane
+        endpoint and the certs uploaded in an HA lab); keeps the join commands it
+        printed and fetches the admin kubeconfig."""
+        assert self.nodes is not None and self.nodes.addressing is not None
+        argv = [
+            *LABADM, "init", f"--apiserver-advertise-address={node.ip}",
+            f"--node-name={node.name}", f"--image={image}",
+            f"--pod-network-cidr={self.nodes.addressing.subnet}",
+        ]  # fmt: skip
+        if self.config.control_planes > 1:
+            argv += [f"--control-plane-endpoint={self.endpoint}", "--upload-certs"]
+        out = self.shell.run(node, argv)
         for line in out.splitlines():
-            if line.startswith("labadm join "):
-                kubeconfig = self.shell.run(node, ["cat", "/etc/kubelab/admin.conf"])
-                self.kubeconfig.write_text(kubeconfig)
-                self.kubeconfig.chmod(0o600)
-                return line.split()[1:]
-        raise LabError(f"labadm init on {node.name} printed no join command:\n{out}")
+            if line.startswith("labadm join ") and "--control-plane" in line:
+                self.control_plane_join = line.split()[1:]
+            elif line.startswith("labadm join "):
+                self.join_command = line.split()[1:]
+        if not self.join_command or (
+            self.config.control_planes > 1 and not self.control_plane_join
+        ):
+            raise LabError(f"labadm init on {node.name} printed no join command:\n{out}")
+        kubeconfig = self.shell.run(node, ["cat", "/etc/kubelab/admin.conf"])
+        self.kubeconfig.write_text(kubeconfig)
+        self.kubeconfig.chmod(0o600)
 
-    def _join(self, workers: list[Node], join: list[str]) -> None:
-        def one(node: Node) -> None:
-            started = time.monotonic()
-            argv = [*LABADM, *join, f"--node-name={node.name}", f"--node-ip={node.ip}"]
-            self.shell.run(node, argv)
-            self.timings[f"join {node.name}"] = time.monotonic() - started
-            print(f"   {node.name} joined in {time.monotonic() - started:.1f}s", flush=True)
+    def join_node(self, node: Node, join: list[str], extra: tuple[str, ...] = ()) -> None:
+        """`labadm join` on one node, timed."""
+        started = time.monotonic()
+        argv = [*LABADM, *join, f"--node-name={node.name}", f"--node-ip={node.ip}", *extra]
+        self.shell.run(node, argv)
+        self.timings[f"join {node.name}"] = time.monotonic() - started
+        print(f"   {node.name} joined in {time.monotonic() - started:.1f}s", flush=True)
 
-        with ThreadPoolExecutor(max_workers=len(workers)) as pool:
-            for future in [pool.submit(one, w) for w in workers]:
+    def _join(self, control_planes: list[Node], workers: list[Node]) -> None:
+        """Control-plane nodes one after another (each store member is promoted before
+        the next is added), workers in parallel with them."""
+        image = f"--image={self.builder.tags('node')[0]}"
+
+        def control_plane_joins() -> None:
+            for node in control_planes:
+                self.join_node(node, self.control_plane_join, (image,))
+
+        with ThreadPoolExecutor(max_workers=len(workers) + 1) as pool:
+            futures = [pool.submit(control_plane_joins)]
+            futures += [pool.submit(self.join_node, w, self.join_command) for w in workers]
+            for future in futures:
                 future.result()
 
     def client(self) -> RestClient:
@@ -329,7 +394,7 @@ class Lab:
             print(f"  {node.name:<10} {role:<14} {node.ip:<15} container {node.container_name}")
         if self.registry is not None:
             print(f"  {'registry':<10} {'mirror':<14} {self.registry.ip:<15} {self.registry.url}")
-        server = f"https://{self.nodes.nodes[0].ip}:{API_PORT}"
+        server = f"https://{self.endpoint or f'{self.nodes.nodes[0].ip}:{API_PORT}'}"
         merged = kubeconfigs.merge(self.kubeconfig, self.config.name)
         context = kubeconfigs.context_name(self.config.name)
         print(f"\napiserver: {server}\nkubeconfig: {self.kubeconfig.resolve()}")
@@ -341,6 +406,7 @@ class Lab:
         assert self.nodes is not None
         state = {
             "prefix": self.prefix,
+            "endpoint": self.endpoint,
             "nodes": [
                 {
                     "name": n.name,

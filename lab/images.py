@@ -4,8 +4,9 @@ No registry is reachable from this machine, so every image a node or a pod runs 
 from Debian's packages (and PyPI for the node's Python) and imported into the local
 Docker Engine: `busybox` (Debian's busybox-static), `pause` (the pod sandbox, C built
 static from images/pause/pause.c), `nginx:1.21` (Debian's nginx on a debootstrap rootfs,
-labelled with the version it really holds), and the node image (Debian bookworm with
-docker.io, runit, sshd and kubelab's Python runtime).
+labelled with the version it really holds), `kubelab/haproxy` (Debian's haproxy, the
+load balancer in front of an HA lab's apiservers), and the node image (Debian bookworm
+with docker.io, runit, sshd and kubelab's Python runtime).
 
 Each image carries a label with the digest of everything it is made from (its input
 files, its package lists, the recipe's own code): `build` skips an image whose tag
@@ -18,7 +19,7 @@ The seeds' pods (`image: busybox`, `--image=nginx:1.21`) and the kubelet's sandb
 (`registry.k8s.io/pause:3.9`, kubelet's default name) find these tags in a node once
 `lab.nodes.load_image` put them there.
 
-    python -m lab.images build [busybox pause nginx node]
+    python -m lab.images build [busybox pause nginx haproxy registry node]
     python -m lab.images list
     python -m lab.images prune      (earlier builds of node and node-base)
 """
@@ -56,6 +57,7 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 BUSYBOX_IMAGE = "busybox:latest"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 NGINX_IMAGE = "nginx:1.21"
+HAPROXY_IMAGE = "kubelab/haproxy:2.6"
 REGISTRY_IMAGE = "kubelab/registry:2.8"
 NODE_BASE_REPOSITORY = "kubelab/node-base"
 NODE_REPOSITORY = "kubelab/node"
@@ -377,6 +379,30 @@ def make_nginx(builder: Builder, work: Path, digest: str) -> None:
     )
 
 
+# -- haproxy ------------------------------------------------------------------------
+
+
+def haproxy_inputs() -> Iterator[tuple[str, bytes]]:
+    yield from files_under(IMAGES_DIR / "haproxy")
+    yield "apt", candidate_versions(package_list(IMAGES_DIR / "haproxy" / "packages"))
+
+
+def make_haproxy(builder: Builder, work: Path, digest: str) -> None:
+    """Debian's haproxy on a minbase rootfs, in the foreground (master-worker, so that
+    a reload signal re-reads the config), logging to the container's stdout; the lab
+    writes /etc/haproxy/haproxy.cfg before starting it (`lab.haproxy`)."""
+    rootfs = work / "rootfs"
+    debootstrap(rootfs, package_list(IMAGES_DIR / "haproxy" / "packages"))
+    version = dpkg_version(rootfs, "haproxy")
+    builder.import_rootfs(
+        rootfs,
+        "haproxy",
+        digest,
+        ['CMD ["haproxy", "-W", "-db", "-f", "/etc/haproxy/haproxy.cfg"]', "EXPOSE 6443"],
+        version=f"{version.split('-', 1)[0]} (Debian haproxy {version})",
+    )
+
+
 # -- registry -----------------------------------------------------------------------
 
 
@@ -573,6 +599,15 @@ _register(
         make_registry,
         registry_inputs,
         help="the lab's registry mirror: Debian's docker-registry, no auth",
+    )
+)
+_register(
+    Recipe(
+        "haproxy",
+        (HAPROXY_IMAGE,),
+        make_haproxy,
+        haproxy_inputs,
+        help="Debian's haproxy: the load balancer in front of an HA lab's apiservers",
     )
 )
 # The base's tag carries its digest so that the node layer's FROM names exactly it.

@@ -58,6 +58,7 @@ def attach(lab: Lab) -> None:
         raise LabError(f"no lab {lab.config.name!r} (no {state_file}): `labctl up` makes one")
     state = json.loads(state_file.read_text())
     lab.prefix = state["prefix"]
+    lab.endpoint = state.get("endpoint", "")
     client = lab.builder.client
     cluster = NodeCluster(lab.prefix, client=client)
     try:
@@ -135,7 +136,7 @@ def add_worker(lab: Lab) -> Node:
         join = next((ln.split()[1:] for ln in out.splitlines() if ln.startswith("labadm join")), [])
         if not join:
             raise LabError(f"labadm token create on {control_plane.name} printed no join command")
-        lab._join([node], join)
+        lab.join_node(node, join)
     lab._timed("ready", "Waiting for every node to be Ready", lab._wait_ready)
     return node
 

@@ -34,7 +34,6 @@ import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from agents.kubelet import podspec, probes
 from agents.kubelet.config import KubeletConfig
-from agents.kubelet.events import NORMAL, WARNING, Recorder
 from agents.kubelet.pleg import PLEG, PodSnapshot
 from agents.kubelet.runtime import (
     CONTAINER_NAME,
@@ -59,6 +58,7 @@ from kubelab.client import (
     WorkQueue,
     resource_for,
 )
+from kubelab.client.record import NORMAL, WARNING, EventRecorder
 from kubelab.client.rest import PatchType
 
 log = logging.getLogger("kubelab.kubelet.pods")
@@ -160,7 +160,7 @@ class PodWorkers:
         config: KubeletConfig,
         client: RestClient,
         runtime: Runtime,
-        recorder: Recorder,
+        recorder: EventRecorder,
         volumes: VolumeManager | None,
         allocatable: dict[str, str],
     ) -> None:
@@ -440,23 +440,29 @@ class PodWorkers:
         present = self.runtime.image_status(image)
         if present is not None and policy != "Always":
             self.recorder.event(
-                pod, NORMAL, "Pulled", f'Container image "{image}" already present on machine', path
+                pod,
+                NORMAL,
+                "Pulled",
+                f'Container image "{image}" already present on machine',
+                field_path=path,
             )
             return True
         if policy == "Never":
             message = f'Container image "{image}" is not present with pull policy of Never'
             st.waiting[name] = ("ErrImageNeverPull", message)
-            self.recorder.event(pod, WARNING, "ErrImageNeverPull", message, path)
+            self.recorder.event(pod, WARNING, "ErrImageNeverPull", message, field_path=path)
             self._wake(st, time.time() + self.config.image_pull_backoff)
             return False
         backoff = st.backoff.setdefault(f"pull:{name}", Backoff())
         now = time.time()
         if now < backoff.until:
             st.waiting[name] = ("ImagePullBackOff", f'Back-off pulling image "{image}"')
-            self.recorder.event(pod, NORMAL, "BackOff", f'Back-off pulling image "{image}"', path)
+            self.recorder.event(
+                pod, NORMAL, "BackOff", f'Back-off pulling image "{image}"', field_path=path
+            )
             self._wake(st, backoff.until)
             return False
-        self.recorder.event(pod, NORMAL, "Pulling", f'Pulling image "{image}"', path)
+        self.recorder.event(pod, NORMAL, "Pulling", f'Pulling image "{image}"', field_path=path)
         began = time.monotonic()
         try:
             self.runtime.pull_image(image)
@@ -470,7 +476,7 @@ class PodWorkers:
             backoff.until = now + backoff.delay
             message = f'Failed to pull image "{image}": {exc}'
             st.waiting[name] = ("ErrImagePull", message)
-            self.recorder.event(pod, WARNING, "Failed", message, path)
+            self.recorder.event(pod, WARNING, "Failed", message, field_path=path)
             self._wake(st, backoff.until)
             return False
         st.backoff.pop(f"pull:{name}", None)
@@ -479,7 +485,7 @@ class PodWorkers:
             NORMAL,
             "Pulled",
             f'Successfully pulled image "{image}" in {time.monotonic() - began:.3f}s',
-            path,
+            field_path=path,
         )
         return True
 
@@ -510,7 +516,7 @@ class PodWorkers:
                 )
                 st.waiting[name] = ("CrashLoopBackOff", message)
                 self.recorder.event(
-                    pod, WARNING, "BackOff", "Back-off restarting failed container", path
+                    pod, WARNING, "BackOff", "Back-off restarting failed container", field_path=path
                 )
                 self._wake(st, backoff.until)
                 return
@@ -520,12 +526,14 @@ class PodWorkers:
             config = self._container_config(pod, c, sandbox, latest, volumes)
         except (podspec.ConfigError, MountError) as exc:
             st.waiting[name] = ("CreateContainerConfigError", str(exc))
-            self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", path)
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", field_path=path)
             self._wake(st, now + 2.0)
             return
         try:
             cid = self.runtime.create_container(sandbox.id, config)
-            self.recorder.event(pod, NORMAL, "Created", f"Created container {name}", path)
+            self.recorder.event(
+                pod, NORMAL, "Created", f"Created container {name}", field_path=path
+            )
             self.runtime.start_container(cid)
             st.acted_at = time.time()
         except ImageNotFound as exc:
@@ -534,7 +542,7 @@ class PodWorkers:
             return
         except RuntimeFailure as exc:
             st.waiting[name] = ("RunContainerError", str(exc))
-            self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", path)
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", field_path=path)
             self._wake(st, now + 2.0)
             return
         st.waiting.pop(name, None)
@@ -548,7 +556,7 @@ class PodWorkers:
         else:
             backoff.delay = self.config.crash_loop_backoff
         backoff.until = 0.0
-        self.recorder.event(pod, NORMAL, "Started", f"Started container {name}", path)
+        self.recorder.event(pod, NORMAL, "Started", f"Started container {name}", field_path=path)
 
     def note_exit(self, st: PodState, name: str, finished_at: float) -> None:
         backoff = st.backoff.setdefault(name, Backoff(delay=self.config.crash_loop_backoff))
@@ -633,14 +641,16 @@ class PodWorkers:
             }[kind]
             path = f"spec.containers{{{c['name']}}}"
             if not ok:
-                self.recorder.event(pod, WARNING, "Unhealthy", f"{what} probe failed: {why}", path)
+                self.recorder.event(
+                    pod, WARNING, "Unhealthy", f"{what} probe failed: {why}", field_path=path
+                )
             if st.prober.record(c["name"], kind, probe, ok, time.time()):
                 self.recorder.event(
                     pod,
                     NORMAL,
                     "Killing",
                     f"Container {c['name']} failed {what.lower()} probe, will be restarted",
-                    path,
+                    field_path=path,
                 )
                 grace = probe.get("terminationGracePeriodSeconds") or (pod.get("spec") or {}).get(
                     "terminationGracePeriodSeconds", 30
@@ -686,7 +696,7 @@ class PodWorkers:
                             NORMAL,
                             "Killing",
                             f"Stopping container {name}",
-                            f"spec.containers{{{name}}}",
+                            field_path=f"spec.containers{{{name}}}",
                         )
                     pool.submit(self._stop_container, pod or {}, by_name.get(name), c.id, grace)
         for s in snap.sandboxes:

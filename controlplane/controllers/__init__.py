@@ -14,6 +14,7 @@ controller, or per pair of closely related ones:
   EndpointSlices from their pods, and slices mirroring hand-written Endpoints;
 * `nodelifecycle`: quiet nodes marked Unknown and tainted, pods evicted by taints;
 * `certificates`: kubelet CSRs approved and signed, expired bootstrap tokens removed;
+* `bootstrapsigner`: `kube-public/cluster-info` signed with the bootstrap tokens;
 * `job`, `cronjob`: Jobs run to completion, CronJobs' schedules, TTL after finished;
 * `resourcequota`: quotas' status.used; `disruption`: disruption budgets' status.
 """

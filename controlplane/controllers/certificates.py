@@ -452,7 +452,7 @@ class TokenCleaner:
         )
 
     def _changed(self, secret: Object | DeletedFinalStateUnknown) -> None:
-        if isinstance(secret, dict) and _is_token(secret):
+        if isinstance(secret, dict) and is_bootstrap_token(secret):
             self.queue.add(object_key(secret))
 
     def run(self, workers: int, stop: threading.Event) -> None:
@@ -460,7 +460,7 @@ class TokenCleaner:
 
     def sync(self, key: str) -> SyncResult:
         secret = self._secrets.indexer.get(key)
-        if secret is None or not _is_token(secret):
+        if secret is None or not is_bootstrap_token(secret):
             return None
         encoded = (secret.get("data") or {}).get("expiration")
         if not encoded:
@@ -488,7 +488,8 @@ class TokenCleaner:
         return None
 
 
-def _is_token(secret: Object) -> bool:
+def is_bootstrap_token(secret: Object) -> bool:
+    """A bootstrap token's Secret (its type, in kube-system)."""
     return (
         secret.get("type") == BOOTSTRAP_TOKEN_TYPE
         and (secret.get("metadata") or {}).get("namespace") == "kube-system"

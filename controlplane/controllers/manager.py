@@ -53,9 +53,9 @@ node-ipam-controller (nodeipam), endpoints-controller
 (nodelifecycle), taint-eviction-controller (taint-eviction),
 certificatesigningrequest-approving-controller (csrapproving),
 certificatesigningrequest-signing-controller (csrsigning), token-cleaner-controller
-(tokencleaner), job-controller (job), ttl-after-finished-controller
-(ttl-after-finished), cronjob-controller (cronjob), resourcequota-controller
-(resourcequota) and disruption-controller (disruption).
+(tokencleaner), bootstrap-signer-controller (bootstrapsigner), job-controller (job),
+ttl-after-finished-controller (ttl-after-finished), cronjob-controller (cronjob),
+resourcequota-controller (resourcequota) and disruption-controller (disruption).
 
 Leadership. Several controller-managers may run for availability, but only the holder
 of the Lease kube-system/kube-controller-manager runs controllers: two garbage
@@ -102,6 +102,7 @@ from kubelab.process import configure_logging, stop_on_signals
 from kubelab.serving import HealthServer, serving_context
 
 from . import (
+    bootstrapsigner,
     certificates,
     cronjob,
     daemonset,
@@ -144,6 +145,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     certificates.APPROVING: certificates.CSRApprovingController,
     certificates.SIGNING: certificates.CSRSigningController,
     certificates.TOKEN_CLEANER: certificates.TokenCleaner,
+    bootstrapsigner.NAME: bootstrapsigner.BootstrapSigner,
     job.NAME: job.JobController,
     job.TTL_AFTER_FINISHED: job.TTLAfterFinishedController,
     cronjob.NAME: cronjob.CronJobController,
@@ -179,6 +181,7 @@ ALIASES = {
     "csrapproving": certificates.APPROVING,
     "csrsigning": certificates.SIGNING,
     "tokencleaner": certificates.TOKEN_CLEANER,
+    "bootstrapsigner": bootstrapsigner.NAME,
     "job": job.NAME,
     "ttl-after-finished": job.TTL_AFTER_FINISHED,
     "cronjob": cronjob.NAME,

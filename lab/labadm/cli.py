@@ -61,6 +61,17 @@ def parser() -> argparse.ArgumentParser:
         q.add_argument("--image", default=NODE_IMAGE, help="image of the control-plane pods")
         q.add_argument("--token", default="", help="the bootstrap token (default: a new one)")
         q.add_argument("--dry-run", action="store_true", help="write to a temporary folder")
+        q.add_argument(
+            "--control-plane-endpoint",
+            default="",
+            help="host:port of a load balancer in front of every apiserver (HA)",
+        )
+        q.add_argument(
+            "--upload-certs",
+            action="store_true",
+            help="encrypt the shared certs into kube-system/kubeadm-certs for control-plane joins",
+        )
+        q.add_argument("--certificate-key", default="", help="the key for --upload-certs")
 
     init = sub.add_parser("init", help="Set up the first control-plane node")
     init_flags(init)
@@ -79,6 +90,10 @@ def parser() -> argparse.ArgumentParser:
     join.add_argument("--node-name", default="")
     join.add_argument("--node-ip", default="")
     join.add_argument("--dry-run", action="store_true")
+    join.add_argument("--control-plane", action="store_true", help="join as control plane")
+    join.add_argument("--certificate-key", default="", help="decrypts the uploaded certs")
+    join.add_argument("--apiserver-advertise-address", default="", help="default: --node-ip")
+    join.add_argument("--image", default=NODE_IMAGE, help="image of the control-plane pods")
 
     r = sub.add_parser("reset", help="Undo init or join on this node")
     r.add_argument("--dry-run", action="store_true")
@@ -112,21 +127,40 @@ def run(args: argparse.Namespace) -> None:
             service_cidr=args.service_cidr,
             dry_run=args.dry_run,
             token=args.token,
+            control_plane_endpoint=args.control_plane_endpoint,
+            upload_certs=args.upload_certs,
+            certificate_key=args.certificate_key,
         )
         if args.phase_command == "phase":
             INIT.run(data, only=args.phase)
         else:
             INIT.run(data, skip=[s for s in args.skip_phases.split(",") if s])
     elif args.command == "join":
+        node_name = (args.node_name or socket.gethostname()).lower()
+        node_ip = node_address(args.node_ip)
+        plane = None
+        if args.control_plane:
+            plane = InitData(
+                layout=layout,
+                node_name=node_name,
+                advertise_address=args.apiserver_advertise_address or node_ip,
+                image=args.image,
+                dry_run=args.dry_run,
+                control_plane_endpoint=args.endpoint.removeprefix("https://"),
+                certificate_key=args.certificate_key,
+            )
+        elif args.certificate_key:
+            raise PhaseError("--certificate-key is for a control-plane join: add --control-plane")
         JOIN.run(
             JoinData(
                 layout=layout,
                 endpoint=args.endpoint,
                 token=args.token,
                 ca_cert_hashes=tuple(args.discovery_token_ca_cert_hash),
-                node_name=(args.node_name or socket.gethostname()).lower(),
-                node_ip=node_address(args.node_ip),
+                node_name=node_name,
+                node_ip=node_ip,
                 dry_run=args.dry_run,
+                control_plane=plane,
             )
         )
     elif args.command == "reset":

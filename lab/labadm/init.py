@@ -13,12 +13,13 @@ certificate, as kubeadm sets etcd up.
 
 from __future__ import annotations
 
+import ipaddress
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from kubelab import pki
 from kubelab.client import RestClient, StatusError, load_config, resource_for
-from lab.labadm import dns, tokens
+from lab.labadm import certs_upload, dns, tokens
 from lab.labadm.layout import (
     API_PORT,
     CLUSTER_DNS,
@@ -42,7 +43,6 @@ from lab.labadm.layout import (
     STORE_CLIENT_PORT,
     STORE_PEER_PORT,
     Layout,
-    admin_client,
     write_kubeconfig,
 )
 from lab.labadm.workflow import Phase, PhaseError, Workflow, check, say
@@ -65,16 +65,40 @@ class InitData:
     dry_run: bool = False
     token: str = ""
     wait_timeout: float = 300.0
+    control_plane_endpoint: str = ""
+    """host:port every node and admin reaches the apiservers at (a load balancer in
+    front of them, kubeadm's --control-plane-endpoint); this node's address if empty."""
+    upload_certs: bool = False
+    certificate_key: str = ""
+    store_initial_cluster: str = ""
+    """The store members to start with (name=peer URL, comma-separated): this node
+    alone on init; every member, this one added as a learner, on a control-plane join."""
+    store_peers: tuple[str, ...] = ()
+    """The other members' client URLs: the apiserver reaches them after its own."""
     _client: RestClient | None = field(default=None, repr=False)
 
     @property
-    def server(self) -> str:
+    def local_server(self) -> str:
+        """This node's own apiserver."""
         return f"https://{self.advertise_address}:{API_PORT}"
 
+    @property
+    def server(self) -> str:
+        """The control-plane endpoint: the address kubeconfigs and cluster-info name."""
+        if self.control_plane_endpoint:
+            return f"https://{self.control_plane_endpoint}"
+        return self.local_server
+
     def client(self) -> RestClient:
+        """admin.conf's identity, through this node's own apiserver (a load balancer in
+        front may not have marked it up yet)."""
         if self._client is None:
-            self._client = admin_client(self.layout)
+            self._client = self.local_client("admin")
         return self._client
+
+    def local_client(self, kubeconfig: str) -> RestClient:
+        config = load_config(self.layout.kubeconfig(kubeconfig))
+        return RestClient(replace(config, server=self.local_server), qps=None)
 
 
 # -- preflight ---------------------------------------------------------------------------
@@ -145,6 +169,9 @@ def _store_pki(layout: Layout) -> Path:
 
 
 def _apiserver(data: InitData) -> pki.CertKey:
+    endpoint = data.control_plane_endpoint.rpartition(":")[0] or data.control_plane_endpoint
+    extra = [endpoint] if endpoint else []
+    ips = [e for e in extra if _is_ip(e)]
     return pki.issue(
         _ca(_pki, "ca")(data),
         "kube-apiserver",
@@ -156,9 +183,18 @@ def _apiserver(data: InitData) -> pki.CertKey:
             "kubernetes.default",
             "kubernetes.default.svc",
             "kubernetes.default.svc.cluster.local",
+            *(e for e in extra if not _is_ip(e)),
         ],
-        ip_addresses=[data.advertise_address, "127.0.0.1", "10.96.0.1"],
+        ip_addresses=[data.advertise_address, "127.0.0.1", "10.96.0.1", *ips],
     )
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _store_server(data: InitData) -> pki.CertKey:
@@ -274,8 +310,11 @@ def _kubeconfig_phase(name: str) -> Phase[InitData]:
         say("kubeconfig", f'Writing "{name}.conf" kubeconfig file')
         ca = pki.load_pair(data.layout.pki, "ca")
         cert = pki.issue(ca, user, organizations=list(groups), client=True)
-        # Components on this node reach their own apiserver; admins use the address.
-        write_kubeconfig(data.layout, name, data.server, user, ca.cert_pem(), cert)
+        # The controller-manager and the scheduler reach their own node's apiserver;
+        # admins and the kubelet the control-plane endpoint, as kubeadm writes them.
+        local = name in ("controller-manager", "scheduler")
+        server = data.local_server if local else data.server
+        write_kubeconfig(data.layout, name, server, user, ca.cert_pem(), cert)
 
     return Phase(name, f"The kubeconfig file for {name}", run)
 
@@ -336,6 +375,7 @@ def static_pod(
 def store_pod(data: InitData) -> dict[str, Any]:
     s = data.layout.on_node(data.layout.store_pki)
     ip = data.advertise_address
+    own = f"{data.node_name}=https://{ip}:{STORE_PEER_PORT}"
     return static_pod(
         data,
         "kubelab-store",
@@ -346,7 +386,8 @@ def store_pod(data: InitData) -> dict[str, Any]:
             f"--listen-client-urls=https://127.0.0.1:{STORE_CLIENT_PORT},https://{ip}:{STORE_CLIENT_PORT}",
             f"--advertise-client-urls=https://{ip}:{STORE_CLIENT_PORT}",
             f"--listen-peer-urls=https://{ip}:{STORE_PEER_PORT}",
-            f"--initial-cluster={data.node_name}=https://{ip}:{STORE_PEER_PORT}",
+            f"--initial-cluster={data.store_initial_cluster or own}",
+            f"--initial-cluster-state={'existing' if data.store_initial_cluster else 'new'}",
             f"--cert-file={s}/server.crt",
             f"--key-file={s}/server.key",
             f"--trusted-ca-file={s}/ca.crt",
@@ -368,7 +409,8 @@ def apiserver_pod(data: InitData) -> dict[str, Any]:
         [
             f"--advertise-address={data.advertise_address}",
             f"--secure-port={API_PORT}",
-            f"--etcd-servers=https://127.0.0.1:{STORE_CLIENT_PORT}",
+            "--etcd-servers="
+            + ",".join((f"https://127.0.0.1:{STORE_CLIENT_PORT}", *data.store_peers)),
             f"--etcd-cafile={p}/store/ca.crt",
             f"--etcd-certfile={p}/apiserver-store-client.crt",
             f"--etcd-keyfile={p}/apiserver-store-client.key",
@@ -554,11 +596,27 @@ def upload_config(data: InitData) -> None:
     if data.dry_run:
         return
     settings = {
-        "controlPlaneEndpoint": f"{data.advertise_address}:{API_PORT}",
+        "controlPlaneEndpoint": data.server.removeprefix("https://"),
         "podSubnet": data.pod_subnet,
         "serviceSubnet": data.service_cidr,
     }
     tokens.upload_cluster_config(data.client(), settings)
+
+
+def upload_certs(data: InitData) -> None:
+    if not data.upload_certs:
+        say("upload-certs", "Skipping phase. Please see --upload-certs")
+        return
+    data.certificate_key = data.certificate_key or certs_upload.new_key()
+    say(
+        "upload-certs",
+        f'Storing the certificates in Secret "{certs_upload.SECRET_NAME}" in '
+        'the "kube-system" Namespace',
+    )
+    if data.dry_run:
+        return
+    certs_upload.upload(data.client(), data.layout.pki, data.certificate_key)
+    say("upload-certs", f"Using certificate key:\n{data.certificate_key}")
 
 
 def kubelet_start(data: InitData) -> None:
@@ -585,7 +643,7 @@ def wait_control_plane(data: InitData) -> None:
     session.verify = str(data.layout.pki / "ca.crt")
     while time.monotonic() - started < data.wait_timeout:
         try:
-            if session.get(f"{data.server}/readyz", timeout=3).status_code == 200:
+            if session.get(f"{data.local_server}/readyz", timeout=3).status_code == 200:
                 say(
                     "wait-control-plane",
                     f"The apiserver is ready after {time.monotonic() - started:.1f} seconds",
@@ -595,7 +653,7 @@ def wait_control_plane(data: InitData) -> None:
             pass
         time.sleep(1.0)
     raise PhaseError(
-        f"the apiserver at {data.server} was not ready within {data.wait_timeout:.0f}s: see "
+        f"the apiserver at {data.local_server} was not ready within {data.wait_timeout:.0f}s: see "
         "/var/log/kubelet.log and `docker ps -a` / `docker logs` on this node"
     )
 
@@ -606,7 +664,7 @@ def cluster_admins(data: InitData) -> None:
     if data.dry_run:
         say("upload-rbac", f'Would bind the group "{CLUSTER_ADMINS}" to cluster-admin')
         return
-    su = RestClient(load_config(data.layout.kubeconfig("super-admin")), qps=None)
+    su = data.local_client("super-admin")
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
@@ -690,9 +748,19 @@ def show_join_command(data: InitData) -> None:
     )
     if data.dry_run:
         return
+    command = join_command(data.server, data.token, data.layout.pki / "ca.crt")
+    if data.certificate_key:
+        print(
+            "You can now join any number of control-plane nodes by running the following "
+            f"on each as root:\n\n{command} --control-plane --certificate-key "
+            f"{data.certificate_key}\n\nPlease note that the certificate-key gives access to "
+            "cluster sensitive data, keep it secret!\nAs a safeguard, uploaded-certs will be "
+            'deleted in two hours; if necessary, you can use\n"labadm init phase '
+            'upload-certs --upload-certs" to reload certs afterward.\n'
+        )
     print(
         "Then you can join any number of worker nodes by running the following on each "
-        "as root:\n\n" + join_command(data.server, data.token, data.layout.pki / "ca.crt")
+        f"as root:\n\n{command}"
     )
 
 
@@ -707,6 +775,7 @@ INIT = Workflow[InitData](
         Phase("wait-control-plane", "Waits for the apiserver", wait_control_plane),
         Phase("upload-rbac", "Binds admin.conf's group to cluster-admin", cluster_admins),
         Phase("upload-config", "The cluster's settings for joining nodes", upload_config),
+        Phase("upload-certs", "The shared certs, encrypted, for control-plane joins", upload_certs),
         Phase("mark-control-plane", "Labels and taints the node", mark_control_plane),
         Phase("bootstrap-token", "A bootstrap token and cluster-info", bootstrap_token),
         addons(

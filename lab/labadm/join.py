@@ -1,9 +1,11 @@
 """`labadm join`: a worker joins with a bootstrap token (seeds: a worker joining with
 kubeadm).
 
-Discovery: the public `cluster-info` ConfigMap is read without trusting the server yet,
-and its CA is accepted only if the hash of its public key matches
-`--discovery-token-ca-cert-hash` (the pin `labadm init` printed); from then on the
+Discovery: the public `cluster-info` ConfigMap is read without trusting the server yet;
+its `jws-kubeconfig-<token-id>` signature (made by the controller-manager's bootstrap
+signer with the token's secret) must verify with our token, and its CA is accepted only
+if the hash of its public key matches `--discovery-token-ca-cert-hash` (the pin `labadm
+init` printed); from then on the
 apiserver is verified with that CA. TLS bootstrap: with the token, the node posts a
 CertificateSigningRequest for `system:node:<name>` in `system:nodes` (signer
 `kubernetes.io/kube-apiserver-client-kubelet`), which the controller-manager approves
@@ -29,10 +31,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from kubelab import pki
+from kubelab import jws, pki
 from kubelab.client import ClientConfig, RestClient, ServerUnreachable, StatusError, resource_for
-from lab.labadm import tokens
-from lab.labadm.init import addons, start_kube_proxy, start_kubelet, start_network_agent
+from lab.labadm import controlplane_join, tokens
+from lab.labadm.init import InitData, addons, start_kube_proxy, start_kubelet, start_network_agent
 from lab.labadm.layout import Layout, write_kubeconfig
 from lab.labadm.workflow import Phase, PhaseError, Workflow, check, say
 
@@ -53,6 +55,9 @@ class JoinData:
     ca_pem: bytes = b""
     pod_subnet: str = "10.244.0.0/16"
     """From the cluster's kubelab-config, read with the token."""
+    control_plane: InitData | None = None
+    """With --control-plane: what this node's control plane is made from (the same
+    data `labadm init` fills; `lab.labadm.controlplane_join`)."""
 
     @property
     def server(self) -> str:
@@ -71,6 +76,7 @@ def preflight(data: JoinData) -> None:
             "init` and `labadm token create --print-join-command`): without it the CA "
             "could not be trusted"
         )
+    failed += controlplane_join.problems(data)
     if data.layout.kubeconfig("kubelet").exists():
         failed.append(
             f"{data.layout.kubeconfig('kubelet')} exists: this node already joined a "
@@ -79,16 +85,13 @@ def preflight(data: JoinData) -> None:
     check(failed, "join")
 
 
-def discover(data: JoinData) -> None:
-    """The cluster's CA from cluster-info, trusted only if its public key's hash matches."""
-    say("discovery", f"Reading the cluster-info ConfigMap from {data.server}")
-    if data.dry_run:
-        return
+def fetch_cluster_info(data: JoinData) -> dict[str, str]:
+    """The data of the public cluster-info ConfigMap, read without trusting the server."""
     url = f"{data.server}/api/v1/namespaces/kube-public/configmaps/cluster-info"
     session = requests.Session()
     session.trust_env = False
     try:
-        # Not verified on purpose: the pin below is what makes the answer trustworthy.
+        # Not verified on purpose: the signature and the pin are what make it trustworthy.
         response = session.get(url, verify=False, timeout=10)
     except requests.RequestException as exc:
         raise PhaseError(
@@ -101,7 +104,66 @@ def discover(data: JoinData) -> None:
             f"{data.server} answered {response.status_code} for the cluster-info ConfigMap: "
             "is this a kubelab apiserver, and did `labadm init` finish its bootstrap-token phase?"
         )
-    config = yaml.safe_load(response.json()["data"]["kubeconfig"])
+    found: dict[str, str] = response.json().get("data") or {}
+    return found
+
+
+def token_refused(data: JoinData) -> bool:
+    """Whether the apiserver answers 401 to the token (unknown or expired): then no
+    signature for it will come, and waiting for one is pointless."""
+    session = requests.Session()
+    session.trust_env = False
+    url = f"{data.server}/api/v1/namespaces/kube-public/configmaps/cluster-info"
+    headers = {"Authorization": f"Bearer {data.token}"}
+    try:
+        return session.get(url, headers=headers, verify=False, timeout=10).status_code == 401
+    except requests.RequestException:
+        return False
+
+
+def signed_cluster_info(data: JoinData) -> str:
+    """cluster-info's kubeconfig, once its `jws-kubeconfig-<token-id>` signature made
+    with our token verifies (kubeadm's token discovery). The controller-manager's
+    bootstrap signer adds it shortly after a token is made, so its absence is waited
+    out, unless the apiserver refuses the token itself; a signature that does not
+    verify is an error at once."""
+    token_id, token_secret = tokens.parse(data.token)
+    key = f"{jws.SIGNATURE_PREFIX}{token_id}"
+    deadline = time.monotonic() + data.timeout
+    while True:
+        found = fetch_cluster_info(data)
+        content, signature = found.get("kubeconfig"), found.get(key)
+        if content is not None and signature is not None:
+            if not jws.verify_detached(signature, content, token_id, token_secret):
+                raise PhaseError(
+                    f"cluster-info's signature for token id {token_id!r} does not verify "
+                    "with this token's secret: the token is wrong (check it) or someone "
+                    "other than the cluster answered at this endpoint"
+                )
+            return content
+        if token_refused(data):
+            raise PhaseError(
+                f"the apiserver refused the bootstrap token {token_id!r}: it is unknown or "
+                "expired; on a control-plane node run `labadm token create "
+                "--print-join-command` and use the command it prints"
+            )
+        if time.monotonic() > deadline:
+            raise PhaseError(
+                f"cluster-info has no signature for token id {token_id!r} after "
+                f"{data.timeout:.0f}s: the token is unknown or expired (`labadm token list` "
+                "on a control-plane node; `labadm token create --print-join-command` makes "
+                "a new one), or the controller-manager's bootstrap signer is not running"
+            )
+        time.sleep(1.0)
+
+
+def discover(data: JoinData) -> None:
+    """The cluster's CA from cluster-info, trusted only if its public key's hash matches."""
+    say("discovery", f"Reading the cluster-info ConfigMap from {data.server}")
+    if data.dry_run:
+        return
+    content = signed_cluster_info(data)
+    config = yaml.safe_load(content)
     ca_pem = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
     actual = pki.ca_cert_hash(x509.load_pem_x509_certificate(ca_pem))
     if not any(hmac.compare_digest(actual, wanted) for wanted in data.ca_cert_hashes):
@@ -193,7 +255,13 @@ def write_kubelet_kubeconfig(
 
 
 def kubelet_start(data: JoinData) -> None:
-    start_kubelet(data.layout, data.node_name, data.node_ip, dry_run=data.dry_run, manifests=False)
+    start_kubelet(
+        data.layout,
+        data.node_name,
+        data.node_ip,
+        dry_run=data.dry_run,
+        manifests=data.control_plane is not None,
+    )
 
 
 def show_joined(data: JoinData) -> None:
@@ -209,8 +277,10 @@ JOIN = Workflow[JoinData](
     (
         Phase("preflight", "Checks before changing anything", preflight),
         Phase("discovery", "The cluster's CA, pinned by its public key's hash", discover),
+        controlplane_join.PREPARE,
         Phase("kubelet-tls-bootstrap", "A client certificate for the kubelet", tls_bootstrap),
         Phase("kubelet-start", "Writes the kubelet's flags and starts it", kubelet_start),
+        controlplane_join.JOIN,
         addons(
             lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
             lambda d: start_kube_proxy(d.layout, d.pod_subnet, dry_run=d.dry_run),

@@ -2,9 +2,10 @@
 again: the kubelet stopped, the containers it ran removed (the static control plane
 with them), certificates, kubeconfigs, manifests, the kubelet's flags and state and the
 store member's data deleted, the network agent and kube-proxy stopped and their
-routes and chains removed (their own `--cleanup`).
+routes and chains removed (their own `--cleanup`), the pods' bridge network removed.
 
-Not yet: removing the member from a multi-member store first.
+On a control-plane node its store member is removed from the store first, through the
+other members (`controlplane_join.leave_store`), as kubeadm removes the etcd member.
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ import subprocess
 from pathlib import Path
 
 from agents.kubelet.runtime import NODE
+from lab.labadm.controlplane_join import leave_store
 from lab.labadm.init import SERVICE_DIR
 from lab.labadm.layout import NODE_IMAGE_PYTHON, Layout
 from lab.labadm.workflow import say
 
 SERVICES = ("kubelet", "kubelab-network", "kubelab-proxy")
+POD_NETWORK = "kubepods"
+"""The kubelet's Docker network for pods (its --pod-network in the node image)."""
 
 
 def reset(layout: Layout, *, dry_run: bool = False) -> None:
+    if not dry_run:
+        leave_store(layout)
     steps: list[tuple[str, list[str]]] = [
         ("Stopping the kubelet", ["sv", "down", "kubelet"]),
         ("Stopping the pod network agent", ["sv", "down", "kubelab-network"]),
@@ -35,6 +41,9 @@ def reset(layout: Layout, *, dry_run: bool = False) -> None:
             "Removing the containers the kubelet ran",
             ["sh", "-c", f"docker ps -aq --filter label={NODE} | xargs -r docker rm -f"],
         ),
+        # The pods' bridge carries this node's podCIDR; joined again (a deleted Node
+        # gets a new podCIDR), the kubelet makes it anew.
+        ("Removing the pods' bridge network", ["docker", "network", "rm", POD_NETWORK]),
     ]
     for what, argv in steps:
         say("reset", what)

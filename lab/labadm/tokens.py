@@ -78,17 +78,17 @@ def create(
     ttl: datetime.timedelta = DEFAULT_TTL,
     description: str = "",
     now: datetime.datetime | None = None,
+    usages: tuple[str, ...] = ("authentication", "signing"),
 ) -> str:
-    """Store a bootstrap token for joining nodes (a new one unless `token` is given)."""
+    """Store a bootstrap token for joining nodes (a new one unless `token` is given).
+    Without usages it authenticates nobody and signs nothing: it only carries an
+    expiry (the uploaded certs' Secret is owned by such a token, as kubeadm does)."""
     token = token or generate()
     token_id, secret = parse(token)
-    data = {
-        "token-id": token_id,
-        "token-secret": secret,
-        "usage-bootstrap-authentication": "true",
-        "usage-bootstrap-signing": "true",
-        "auth-extra-groups": DEFAULT_GROUP,
-    }
+    data = {"token-id": token_id, "token-secret": secret}
+    data.update({f"usage-bootstrap-{usage}": "true" for usage in usages})
+    if "authentication" in usages:
+        data["auth-extra-groups"] = DEFAULT_GROUP
     if description:
         data["description"] = description
     if ttl.total_seconds() > 0:
@@ -127,13 +127,10 @@ def delete(client: RestClient, token_or_id: str) -> str:
     return token_id
 
 
-def _binding(kind: str, name: str, role: str, group: str, namespace: str = "") -> Object:
+def binding(kind: str, name: str, role: str, group: str, namespace: str = "") -> Object:
     meta: dict[str, Any] = {"name": name}
     if namespace:
         meta["namespace"] = namespace
-    subject = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}
-    if group == "system:anonymous":
-        subject["kind"] = "User"
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": kind,
@@ -143,8 +140,39 @@ def _binding(kind: str, name: str, role: str, group: str, namespace: str = "") -
             "kind": "ClusterRole" if kind == "ClusterRoleBinding" else "Role",
             "name": role,
         },
-        "subjects": [subject],
+        "subjects": [subject(group)],
     }
+
+
+def subject(group: str) -> Object:
+    """An RBAC subject: the group, or the anonymous user (which is a user)."""
+    kind = "User" if group == "system:anonymous" else "Group"
+    return {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": group}
+
+
+def allow_get(
+    client: RestClient, name: str, namespace: str, resource: str, object_name: str,
+    *groups: str,
+) -> None:  # fmt: skip
+    """A Role `name` allowing `get` of one object, bound to `groups`: how kubeadm lets
+    joining nodes (or anonymous) read exactly what they need before they are nodes."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": namespace},
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": [resource],
+                "resourceNames": [object_name],
+                "verbs": ["get"],
+            }
+        ],
+    }
+    create_or_keep(client, ROLES, role)
+    readers = binding("RoleBinding", name, name, groups[0], namespace)
+    readers["subjects"] += [subject(g) for g in groups[1:]]
+    create_or_keep(client, ROLE_BINDINGS, readers)
 
 
 def allow_node_bootstrap(client: RestClient) -> None:
@@ -164,7 +192,7 @@ def allow_node_bootstrap(client: RestClient) -> None:
         ),
     ):
         create_or_keep(
-            client, CLUSTER_ROLE_BINDINGS, _binding("ClusterRoleBinding", name, role, group)
+            client, CLUSTER_ROLE_BINDINGS, binding("ClusterRoleBinding", name, role, group)
         )
 
 
@@ -197,30 +225,13 @@ def publish_cluster_info(client: RestClient, server: str, ca: x509.Certificate) 
             "data": {"kubeconfig": yaml.safe_dump(kubeconfig)},
         },
     )
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": "kubeadm:bootstrap-signer-clusterinfo", "namespace": "kube-public"},
-        "rules": [
-            {
-                "apiGroups": [""],
-                "resources": ["configmaps"],
-                "resourceNames": ["cluster-info"],
-                "verbs": ["get"],
-            }
-        ],
-    }
-    create_or_keep(client, ROLES, role)
-    create_or_keep(
+    allow_get(
         client,
-        ROLE_BINDINGS,
-        _binding(
-            "RoleBinding",
-            "kubeadm:bootstrap-signer-clusterinfo",
-            "kubeadm:bootstrap-signer-clusterinfo",
-            "system:anonymous",
-            "kube-public",
-        ),
+        "kubeadm:bootstrap-signer-clusterinfo",
+        "kube-public",
+        "configmaps",
+        "cluster-info",
+        "system:anonymous",
     )
 
 
@@ -246,26 +257,15 @@ def upload_cluster_config(client: RestClient, settings: Mapping[str, str]) -> No
             "data": {"ClusterConfiguration": yaml.safe_dump(dict(settings))},
         },
     )
-    name = "kubeadm:nodes-kubelab-config"
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": name, "namespace": "kube-system"},
-        "rules": [
-            {
-                "apiGroups": [""],
-                "resources": ["configmaps"],
-                "resourceNames": [CLUSTER_CONFIG],
-                "verbs": ["get"],
-            }
-        ],
-    }
-    create_or_keep(client, ROLES, role)
-    binding = _binding("RoleBinding", name, name, DEFAULT_GROUP, "kube-system")
-    binding["subjects"].append(
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}
+    allow_get(
+        client,
+        "kubeadm:nodes-kubelab-config",
+        "kube-system",
+        "configmaps",
+        CLUSTER_CONFIG,
+        DEFAULT_GROUP,
+        "system:nodes",
     )
-    create_or_keep(client, ROLE_BINDINGS, binding)
 
 
 def read_cluster_config(client: RestClient) -> dict[str, str]:

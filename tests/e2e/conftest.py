@@ -1,5 +1,6 @@
-"""One Docker lab per test session: `labctl up` of one control-plane node and two
-workers (with the lab's registry mirror), under a run-specific prefix
+"""One Docker lab per test session: `labctl up` of the default HA topology, three
+control-plane nodes behind the load balancer and two workers (with the lab's registry
+mirror), under a run-specific prefix
 (`kl-<worktree>-<random>`), removed at the end even after a failure. Under CI=true a
 missing Docker engine fails instead of skipping.
 
@@ -8,8 +9,11 @@ HOME and KUBECONFIG point into the session's temporary folder while the lab live
 must never write the machine's real ~/.kube.
 
 The files run in name order, and the tests that stop nodes run last:
-test_lab (labadm, the pod network), test_seeds (the seeds' flows with the real kubectl),
-test_stop (a stopped worker, nodes added and removed, the whole lab stopped and started).
+test_lab (labadm, the pod network), test_lab_ha (store members, a control-plane node
+reset and joined again), test_seeds (the seeds' flows with the real kubectl), test_stop
+(a stopped worker, nodes added and removed, the whole lab stopped and started),
+test_store_leader_killed (the node holding the store's leadership killed: the lab keeps
+a dead node after it).
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.cluster import IMAGES, ClusterConfig, Lab
+from kubelab.storeclient import StoreClient
+from lab.cluster import HA_IMAGES, IMAGES, ClusterConfig, Lab
 from lab.images import Builder
+from lab.nodes import Node
 from tests.node.conftest import docker_client, docker_client_or_none, run_prefix
 
 HERE = Path(__file__).parent
@@ -42,7 +48,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if any(Path(item.path).is_relative_to(HERE) for item in session.items):
         client = docker_client_or_none()
         if client is not None:
-            Builder(client=client).ensure(IMAGES)
+            Builder(client=client).ensure(IMAGES + HA_IMAGES)
 
 
 @pytest.fixture(scope="session")
@@ -65,10 +71,7 @@ def user_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory, user_home: Path) -> Iterator[Lab]:
     config = ClusterConfig.parse(
-        {
-            "name": "e2e",
-            "nodes": [{"role": "control-plane"}, {"role": "worker"}, {"role": "worker"}],
-        }
+        {"name": "e2e", "nodes": [{"role": "control-plane"}] * 3 + [{"role": "worker"}] * 2}
     )
     directory: Path = tmp_path_factory.mktemp("lab")
     the_lab = Lab(config, directory, prefix=run_prefix(), builder=Builder(client=docker_client()))
@@ -77,3 +80,22 @@ def lab(tmp_path_factory: pytest.TempPathFactory, user_home: Path) -> Iterator[L
         yield the_lab
     finally:
         the_lab.down()
+
+
+@pytest.fixture(scope="session")
+def store_files(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store's CA and the apiserver's store-client pair, copied from cp1."""
+    where = tmp_path_factory.mktemp("store-pki")
+    cp1 = lab.control_plane_nodes[0]
+    for name in ("store/ca.crt", "apiserver-store-client.crt", "apiserver-store-client.key"):
+        (where / Path(name).name).write_bytes(cp1.exec("cat", f"/etc/kubelab/pki/{name}").stdout)
+    return where
+
+
+def store(files: Path, nodes: list[Node]) -> StoreClient:
+    return StoreClient(
+        [f"https://{n.ip}:2379" for n in nodes],
+        ca_file=files / "ca.crt",
+        cert_file=files / "apiserver-store-client.crt",
+        key_file=files / "apiserver-store-client.key",
+    )

@@ -1,6 +1,9 @@
-"""The lab end to end, through the real kubectl: `labctl up` made a control-plane node
-(labadm init: the control plane as static pods) and two workers (labadm join: CA
-pinned, TLS bootstrap), and the seeds' first pod runs on a worker."""
+"""The lab end to end, through the real kubectl: `labctl up` made three control-plane
+nodes (labadm init, then labadm join --control-plane: the control plane as static pods
+on each, behind the load balancer) and two workers (labadm join: cluster-info's
+signature checked, CA pinned, TLS bootstrap), and the seeds' first pod runs on a
+worker. The HA checks follow in test_lab_ha.py (store members, a control-plane node
+reset and joined again) and, last of the session, test_store_leader_killed.py."""
 
 from __future__ import annotations
 
@@ -48,25 +51,22 @@ def test_nodes_are_ready_with_roles(lab: Lab) -> None:
         )
         for n in nodes
     }
-    assert ready == {"cp1": True, "worker1": True, "worker2": True}
-    cp = next(n for n in nodes if n["metadata"]["name"] == "cp1")
-    assert "node-role.kubernetes.io/control-plane" in cp["metadata"]["labels"]
-    assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in cp["spec"][
-        "taints"
-    ]
+    assert ready == {"cp1": True, "cp2": True, "cp3": True, "worker1": True, "worker2": True}
+    for cp in (n for n in nodes if n["metadata"]["name"].startswith("cp")):
+        assert "node-role.kubernetes.io/control-plane" in cp["metadata"]["labels"]
+        taint = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+        assert taint in cp["spec"]["taints"]
+    worker = next(n for n in nodes if n["metadata"]["name"] == "worker1")
+    assert "node-role.kubernetes.io/control-plane" not in worker["metadata"]["labels"]
 
 
-def test_control_plane_runs_as_static_pods(lab: Lab) -> None:
+def test_control_plane_runs_as_static_pods_on_each_control_plane_node(lab: Lab) -> None:
+    components = ("kubelab-store", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
     def listed() -> bool:
         out = kubectl(lab, "get", "pods", "-n", "kube-system", check=False)
         return all(
-            f"{name}-cp1" in out
-            for name in (
-                "kubelab-store",
-                "kube-apiserver",
-                "kube-controller-manager",
-                "kube-scheduler",
-            )
+            f"{name}-{node.name}" in out for name in components for node in lab.control_plane_nodes
         )
 
     until(listed, "the control plane's mirror pods in kube-system", timeout=60)
@@ -141,7 +141,7 @@ def test_pod_network_routes_between_nodes(lab: Lab) -> None:
     podCIDRs, which node IPAM gave them."""
     assert lab.nodes is not None
     nodes = {n["metadata"]["name"]: n for n in lab.client().list(NODES)["items"]}
-    cp, worker = lab.nodes.nodes[:2]
+    cp, worker = lab.control_plane_nodes[0], lab.worker_nodes[0]
     for here, there in ((cp, worker), (worker, cp)):
         cidr = nodes[there.name]["spec"]["podCIDR"]
         until(
@@ -204,8 +204,7 @@ def test_a_service_answers_at_its_cluster_ip(lab: Lab) -> None:
 def test_a_reset_worker_joins_again(lab: Lab) -> None:
     """Last in this file: `labadm reset` undoes the worker, and the same join command
     brings it back (a new certificate for the same Node)."""
-    assert lab.nodes is not None
-    worker = lab.nodes.nodes[1]
+    worker = lab.worker_nodes[0]
     python = "/opt/kubelab/venv/bin/python"
     worker.exec(python, "-m", "lab.labadm", "reset", "-f", timeout=120)
     assert worker.sh("ls /etc/kubelab").strip() == ""

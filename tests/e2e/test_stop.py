@@ -92,7 +92,8 @@ spec:
         "a pod's log on the added worker",
         timeout=120,
     )
-    kubectl("delete", "pod", "on-worker3", "--wait=false")
+    # Gone before the drain: a bare pod still terminating would need drain's --force.
+    kubectl("delete", "pod", "on-worker3")
     lifecycle.remove_worker(lab, "worker3")
     assert "worker3" not in kubectl("get", "nodes", "-o", "name")
     client = lab.builder.client

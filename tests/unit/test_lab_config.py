@@ -10,9 +10,16 @@ import pytest
 from lab.cluster import ClusterConfig, LabError
 
 
-def test_default_is_one_control_plane_and_two_workers() -> None:
+def test_default_is_three_control_plane_nodes_and_two_workers() -> None:
     config = ClusterConfig.load(None)
-    assert (config.name, config.roles) == ("kubelab", ("control-plane", "worker", "worker"))
+    assert config.name == "kubelab" and config.control_planes == 3
+    assert config.roles == ("control-plane",) * 3 + ("worker",) * 2
+
+
+@pytest.mark.parametrize("count", [1, 3, 5])
+def test_one_three_or_five_control_plane_nodes(count: int) -> None:
+    doc = {"nodes": [{"role": "control-plane"}] * count + [{"role": "worker"}]}
+    assert ClusterConfig.parse(doc).control_planes == count
 
 
 def test_file(tmp_path: Path) -> None:
@@ -27,7 +34,7 @@ def test_file(tmp_path: Path) -> None:
         ({"kind": "Pod"}, "kind: Cluster"),
         ({"name": "Big_Lab"}, "lowercase"),
         ({"nodes": [{"role": "master"}]}, "role of control-plane, worker"),
-        ({"nodes": [{"role": "worker"}]}, "exactly one control-plane node"),
+        ({"nodes": [{"role": "worker"}]}, "first node must be a control-plane node"),
     ],
 )
 def test_bad_configs_say_what_to_fix(doc: object, message: str) -> None:
