@@ -4,11 +4,12 @@ control plane on this machine (the scheduling issue's benchmark).
 It starts a `LocalControlPlane` (a 1-member store, the apiserver, the controller-manager
 and the scheduler) and the hollow nodes (`bench/hollownode.py`: one process hosting 500
 real kubelets on the in-memory runtime, each with its Lease, its own pod watch and its
-pods' status), then creates, from 16 threads:
+pods' status), then creates (from 64 threads at a stated rate, 16 otherwise):
 
-* 3,000 pods of one app (`app=web`), as a Deployment of 3,000 would. The Deployment
-  and ReplicaSet controllers have not landed on this branch, so the pods are created
-  directly, labelled and shaped as the ReplicaSet would make them;
+* 3,000 pods of one app (`app=web`), as a Deployment of 3,000 would make them, but
+  created directly, labelled and shaped as its ReplicaSet's: a Deployment object would
+  have the ReplicaSet controller create them in its slow-start bursts, not at a stated
+  rate (scheduler_perf, too, creates its pods from templates);
 * 2,000 bare pods with mixed requests: 200 with a required pod anti-affinity (one per
   node), 200 spread over the 5 zones by a topology spread constraint (maxSkew 1), 200
   with a required node affinity to two zones, the rest plain.
@@ -23,9 +24,17 @@ count, node affinity, anti-affinity, spread skew).
 The two cores are shared by every process here (and by other work on the machine):
 the figures are this machine's, under that load.
 
-With `--rate` the pods are created at that pace (open loop), as a ReplicaSet's bursts
-or users would, instead of as fast as 16 writers go; create-to-bound latency is only
-meaningful at a pace the scheduler sustains (at a faster one it measures the backlog).
+The pods are created at a stated pace, `--rate` (100 per second by default: the target),
+open loop, as Kubernetes' scheduler_perf creates its pods: so create-to-bound measures the
+scheduling path, not a backlog of creates outpacing it. `--rate 0` creates them as fast
+as 16 writers go, which measures the most the control plane binds, and then the latency
+includes the wait in that backlog.
+
+Before the pods, the cluster is measured at rest for `--idle` seconds: what the 500 nodes
+cost each component, the hollow process's threads, and the apiserver's requests per
+second by kind. After the run: CPU per pod bound per component (CPU-seconds over pods
+bound, which the shared machine's load distorts less than wall time does) and the
+apiserver's requests per pod by kind.
 
     python -m bench.scheduler [--nodes 500] [--deployment 3000] [--bare 2000]
                               [--rate PODS_PER_S] [--markdown]
@@ -35,7 +44,9 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import os
 import random
+import re
 import resource
 import signal
 import subprocess
@@ -220,12 +231,37 @@ def scheduler_metric(plane: LocalControlPlane, line_prefix: str) -> float:
     return 0.0
 
 
+def request_counts(client: RestClient) -> Counter[str]:
+    """The apiserver's requests so far by kind ("VERB resource[/subresource]"), from its
+    `apiserver_request_total`; watches count when they open."""
+    counts: Counter[str] = Counter()
+    for line in str(client.request("GET", "/metrics")).splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+        kind = labels["resource"] + (f"/{labels['subresource']}" if labels["subresource"] else "")
+        counts[f"{labels['verb']} {kind or 'other'}"] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
+def per_kind(counts: Counter[str], divisor: float, fmt: str) -> str:
+    """The request kinds, most frequent first, each count divided by `divisor`."""
+    return ", ".join(f"{k} {fmt.format(n / divisor)}" for k, n in counts.most_common(12))
+
+
+def thread_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-scheduler-") as tmp:
         plane = LocalControlPlane(
             Path(tmp),
             store_members=1,
             scheduler_args=["--kube-api-qps", "1000", "--kube-api-burst", "2000"],
+            # A /26 of the pod network per node: 1,024 nodes (the default /24 gives 256,
+            # and the others would get CIDRNotAvailable Events, retried, forever).
+            controller_manager_args=["--node-cidr-mask-size=26"],
         )
         print("==> starting a 1-member store, the apiserver, controller-manager, scheduler")
         plane.start(timeout=120)
@@ -294,11 +330,32 @@ def measure(
         "scheduler": [plane.scheduler.pid] if plane.scheduler else [],
         "hollow nodes": [hollow.pid],
     }
-    cpu0 = {k: sum(cpu_seconds(p) for p in pids) for k, pids in components.items()}
+
+    def cpu_now() -> dict[str, float]:
+        return {k: sum(cpu_seconds(p) for p in pids) for k, pids in components.items()}
+
+    # The cluster at rest first: what 500 nodes cost with no pod to place.
+    at_rest = dict.fromkeys(components, 0.0)
+    if args.idle > 0:
+        cpu0, requests0, t0 = cpu_now(), request_counts(client), time.monotonic()
+        time.sleep(args.idle)
+        cpu1, requests1, t1 = cpu_now(), request_counts(client), time.monotonic()
+        print(
+            f"at rest ({t1 - t0:.0f} s, {thread_count(hollow.pid)} threads in the hollow "
+            "process), CPU in cores: "
+            + ", ".join(f"{k} {(cpu1[k] - cpu0[k]) / (t1 - t0):.2f}" for k in components)
+        )
+        print("  requests/s: " + per_kind(requests1 - requests0, t1 - t0, "{:.1f}"))
+        at_rest = {k: (cpu1[k] - cpu0[k]) / (t1 - t0) for k in components}
+    cpu0, window0 = cpu_now(), time.monotonic()
+    requests0 = request_counts(client)
     self0 = resource.getrusage(resource.RUSAGE_SELF)
     created: dict[str, float] = {}
     pace = f"at {args.rate:g}/s" if args.rate else "as fast as they go"
-    print(f"==> creating {len(pods)} pods from 16 threads, {pace}", flush=True)
+    # At a stated rate each create leaves at its time (open loop): enough threads that
+    # slow answers do not hold later creates back (16 made 83/s of 100/s at load 3).
+    writers = 64 if args.rate else 16
+    print(f"==> creating {len(pods)} pods from {writers} threads, {pace}", flush=True)
     started = time.monotonic()
 
     def create(numbered: tuple[int, dict[str, Any]]) -> None:
@@ -310,7 +367,7 @@ def measure(
         client.create(PODS, pod)
         created[pod["metadata"]["name"]] = time.monotonic()
 
-    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    with concurrent.futures.ThreadPoolExecutor(writers) as pool:
         list(pool.map(create, enumerate(pods)))
     created_all = time.monotonic()
     deadline = created_all + args.timeout
@@ -318,7 +375,8 @@ def measure(
         time.sleep(0.2)
     finished = max(watch.bound.values(), default=time.monotonic())
     elapsed = finished - started
-    cpu1 = {k: sum(cpu_seconds(p) for p in pids) for k, pids in components.items()}
+    cpu1, window = cpu_now(), time.monotonic() - window0
+    requests1 = request_counts(client)
     self1 = resource.getrusage(resource.RUSAGE_SELF)
     watch.stop()
     latencies = [watch.bound[n] - created[n] for n in watch.bound if n in created]
@@ -326,10 +384,9 @@ def measure(
     rate = bound / elapsed if elapsed > 0 else 0.0
     p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
     problems = check_placement(client)
-    cpu = {k: (cpu1[k] - cpu0[k]) / elapsed for k in components}
-    cpu["load generator"] = (
-        self1.ru_utime + self1.ru_stime - self0.ru_utime - self0.ru_stime
-    ) / elapsed
+    used = {k: cpu1[k] - cpu0[k] for k in components}
+    used["load generator"] = self1.ru_utime + self1.ru_stime - self0.ru_utime - self0.ru_stime
+    cpu = {k: v / elapsed for k, v in used.items()}
     print(f"\ncreated {len(pods)} pods in {created_all - started:.1f} s")
     print(
         f"bound {bound}/{len(pods)} in {elapsed:.1f} s: {rate:.0f} pods/s "
@@ -337,6 +394,19 @@ def measure(
     )
     print(f"create-to-bound p50 {p50:.2f} s, p99 {p99:.2f} s (target p99 < {TARGET_P99:.0f} s)")
     print("CPU (cores, over the run): " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
+    print(
+        "CPU per pod bound (ms): "
+        + ", ".join(f"{k} {1000 * v / max(1, bound):.1f}" for k, v in used.items())
+    )
+    if args.idle > 0:
+        print(
+            "  above the at-rest cost (ms): "
+            + ", ".join(
+                f"{k} {1000 * (used[k] - at_rest[k] * window) / max(1, bound):.1f}"
+                for k in components
+            )
+        )
+    print("requests per pod bound: " + per_kind(requests1 - requests0, max(1, bound), "{:.2f}"))
     print(
         "placement check: "
         + ("every pod bound where it fits" if not problems else f"{len(problems)} problems")
@@ -361,7 +431,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bare", type=int, default=2000)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for bindings")
     p.add_argument(
-        "--rate", type=float, default=0.0, help="pods created per second (0: as fast as they go)"
+        "--rate",
+        type=float,
+        default=TARGET_RATE,
+        help="pods created per second (0: as fast as they go)",
+    )
+    p.add_argument(
+        "--idle", type=float, default=20.0, help="seconds measured at rest before the pods"
     )
     p.add_argument("--markdown", action="store_true")
     # SIGTERM unwinds like Ctrl-C, so the control plane and hollow nodes are stopped.

@@ -64,7 +64,8 @@ class LocalControlPlane:
 
     `controller_manager=False` and `scheduler=False` leave those out, for measuring the
     apiserver alone; `store_args` are extra flags for every store member,
-    `scheduler_args` for the scheduler."""
+    `scheduler_args` for the scheduler, `controller_manager_args` for the
+    controller-manager (after its own: a repeated flag overrides)."""
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class LocalControlPlane:
         scheduler: bool = True,
         store_args: list[str] | None = None,
         scheduler_args: list[str] | None = None,
+        controller_manager_args: list[str] | None = None,
     ) -> None:
         self.dir = directory
         self.pki = directory / "pki"
@@ -92,6 +94,7 @@ class LocalControlPlane:
         self.with_controller_manager = controller_manager
         self.with_scheduler = scheduler
         self.scheduler_args = scheduler_args or []
+        self.controller_manager_args = controller_manager_args or []
         self.process: subprocess.Popen[bytes] | None = None
         """The apiserver."""
         self.controller_manager: subprocess.Popen[bytes] | None = None
@@ -272,6 +275,7 @@ class LocalControlPlane:
             str(self.pki / "ca.crt"),
             "--cluster-signing-key-file",
             str(self.pki / "ca.key"),
+            *self.controller_manager_args,
         ]
 
     def scheduler_command(self) -> list[str]:

@@ -55,7 +55,12 @@ class Kubelet:
         events: bool = True,
         volumes: bool = True,
         serving: ssl.SSLContext | None = None,
+        services: SharedInformer | None = None,
+        stop_event: threading.Event | None = None,
     ) -> None:
+        """`services` and `stop_event` are for many kubelets in one process (hollow
+        nodes): one Services informer the caller runs for them all, instead of a watch
+        each, and one stop event for them all."""
         self.config = config
         self.client = client
         self.runtime = runtime
@@ -85,7 +90,8 @@ class Kubelet:
             client, PODS, field_selector=f"spec.nodeName={config.node_name}"
         )
         # Every Service, for the containers' variables (`KUBERNETES_SERVICE_HOST`, ...).
-        self.services = SharedInformer(client, SERVICES)
+        self._own_services = services is None
+        self.services = services or SharedInformer(client, SERVICES)
         self.workers.services = self.services.indexer.list
         self.informer.add_event_handler(
             on_add=self.workers.upsert,
@@ -111,7 +117,7 @@ class Kubelet:
             # Port 0 (tests): the Node advertises the port the server got.
             self.config = dataclasses.replace(config, port=self.server.port)
             self.node_status.config = self.config
-        self.stop_event = threading.Event()
+        self.stop_event = stop_event or threading.Event()
         self.threads: list[threading.Thread] = []
         self._static: dict[str, Object] = {}
         self._mirrors_ok: set[str] = set()
@@ -147,7 +153,8 @@ class Kubelet:
                 if pods_running:
                     self.sync_static_pods()
                 time.sleep(1.0)
-        self.services.start(self.stop_event)
+        if self._own_services:
+            self.services.start(self.stop_event)
         # As the kubelet does, containers start only once the Services are known, so
         # that none misses its variables (static pods, run above while the apiserver was
         # away, are the exception, as in Kubernetes).

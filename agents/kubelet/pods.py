@@ -108,6 +108,9 @@ class PodState:
     terminated: bool = False
     """Every container stopped for good (deleted, or the pod reached Succeeded/Failed)."""
     last_status: Object | None = None
+    """The status this kubelet last wrote ("_json": its comparable form): the base for
+    the next one (Kubernetes' status manager cache), not the pod as the informer last
+    saw it, which lags our own writes."""
     wake_at: float | None = None
     mount_error: str = ""
     evicted: str = ""
@@ -899,6 +902,14 @@ class PodWorkers:
         containers_ready = bool(apps) and all(s["ready"] for s in apps)
         now = rfc3339(time.time())
         previous = {c["type"]: c for c in (pod.get("status") or {}).get("conditions") or []}
+        # Our own conditions as we last wrote them: while the informer has not brought
+        # that write back, the pod's copy would give them new transition times, which
+        # would be a change to write again (five writes a pod on a loaded apiserver).
+        previous.update(
+            (c["type"], c)
+            for c in (st.last_status or {}).get("conditions") or []
+            if c["type"] in KUBELET_CONDITIONS
+        )
 
         def condition(kind: str, ok: bool, reason: str = "") -> Object:
             status = "True" if ok else "False"
@@ -969,7 +980,7 @@ class PodWorkers:
             if exc.code in (404, 409):
                 return
             raise
-        st.last_status = {"_json": comparable}
+        st.last_status = {"_json": comparable, "conditions": status["conditions"]}
 
 
 def _waiting(reason_message: tuple[str, str]) -> Object:

@@ -36,7 +36,7 @@ from typing import Any, Protocol, TypeVar
 import yaml
 
 from controlplane.apiserver import managedfields, protobuf
-from kubelab import storeclient
+from kubelab import fastjson, storeclient
 from kubelab.api import errors, patch, selectors
 from kubelab.api.defaults import apply_defaults
 from kubelab.api.resources import Resource
@@ -564,16 +564,21 @@ class Registry:
         meta["name"] = name
         wanted = str(meta.get("resourceVersion") or "")
         key = r.key(namespace, name)
-        current = self._store_call(lambda: self.storage.get(key))
-        if current is None:
-            raise errors.not_found(r.plural, name, r.group)
-        if wanted and wanted != current["metadata"]["resourceVersion"]:
-            raise errors.conflict(r.plural, name, r.group)
+        current = None
+        cached = self._cached(r, key) if wanted else None
+        # The cache holding the version the client read (a Lease renewal, a controller's
+        # update): the write's revision check decides, no read of the store first.
+        if cached is None or cached["metadata"]["resourceVersion"] != wanted:
+            current = self._store_call(lambda: self.storage.get(key))
+            if current is None:
+                raise errors.not_found(r.plural, name, r.group)
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                raise errors.conflict(r.plural, name, r.group)
         return self._write(
             r,
             namespace,
             name,
-            lambda _old: copy.deepcopy(obj),
+            lambda _old: fastjson.copy(obj),
             user,
             subresource,
             dry_run,
@@ -665,6 +670,14 @@ class Registry:
         meta["managedFields"] = [mine]
         return self.create(r, namespace, config, user, dry_run)
 
+    def _cached(self, r: Resource, key: str) -> Object | None:
+        """The watch cache's copy of `key` (it may lag the store), or None: a first guess
+        for a read-modify-write, which the write's revision check verifies."""
+        try:
+            return self.cacher.get(r, key)
+        except (KeyError, CacheNotReady):
+            return None
+
     def update_with(
         self,
         r: Resource,
@@ -705,7 +718,7 @@ class Registry:
         side: list[tuple[list[tuple[str, bytes]], list[str]]] = [([], [])]
 
         def mutate(old: Object) -> Object | None:
-            new = change(copy.deepcopy(old))
+            new = change(fastjson.copy(old))
             if not isinstance(new, dict):
                 raise errors.bad_request("the patched object is not a JSON object")
             self._check_type(r, new)
@@ -749,12 +762,14 @@ class Registry:
             if old is None:
                 raise errors.not_found(r.plural, name, r.group)
             return mutate(old) or old
+        guess = None if current is not None else self._cached(r, key)
         try:
             stored, _ = self._store_call(
                 lambda: self.storage.guaranteed_update(
                     key,
                     mutate,
                     current=current,
+                    guess=guess,
                     retries=16 if retry else 1,
                     side_keys=lambda: side[0],
                 )

@@ -316,6 +316,7 @@ class Storage:
         mutate: Callable[[Object], Object | None],
         *,
         current: Object | None = None,
+        guess: Object | None = None,
         retries: int = 16,
         side_keys: Callable[[], tuple[Sequence[tuple[str, bytes]], Sequence[str]]] | None = None,
     ) -> tuple[Object, bool]:
@@ -326,20 +327,31 @@ class Storage:
         apiserver's way to apply patches, status merges and finalizer removals without
         losing anyone's write. Errors `mutate` raises (validation, preconditions) end it.
         Returns the stored object and whether it was written.
+
+        `current` is the object as just read from the store. `guess` is a copy that may
+        be stale (the watch cache's), tried first instead of a read, as Kubernetes'
+        GuaranteedUpdate tries its cached object: the write's revision check catches a
+        stale one (the conflict brings the current value), and a change that is empty on
+        the guess is tried again on a fresh read, since it may not be empty on the
+        current object.
         """
-        obj = current if current is not None else self.get(key)
+        fresh = guess is None or current is not None
+        obj = current if current is not None else guess if guess is not None else self.get(key)
         for _ in range(retries):
             if obj is None:
                 raise KeyNotFound(key)
             revision = int(obj["metadata"]["resourceVersion"])
             new = mutate(fastjson.copy(obj))
             if new is None:
-                return obj, False
+                if fresh:
+                    return obj, False
+                obj, fresh = self.get(key), True
+                continue
             acquire, release = side_keys() if side_keys is not None else ((), ())
             try:
                 return self.update(key, new, revision, acquire, release), True
             except RevisionConflict as exc:
-                obj = exc.current
+                obj, fresh = exc.current, True
         raise RevisionConflict(key, obj)
 
     # -- helpers -------------------------------------------------------------------------

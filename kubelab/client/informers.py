@@ -276,13 +276,38 @@ MIN_WATCH_DURATION = 1.0
 """A watch that ends sooner than this without an event counts as a failure (back off)."""
 
 
+_stop_actions: dict[threading.Event, list[Callable[[], None]]] = {}
+_stop_actions_lock = threading.Lock()
+
+
 def _when_set(event: threading.Event, action: Callable[[], None], name: str) -> None:
-    """Run `action` in a daemon thread once `event` is set: how a blocking read is cut
-    short by a stop event that cannot itself interrupt it."""
+    """Run `action` once `event` is set: how a blocking read is cut short by a stop event
+    that cannot itself interrupt it. One daemon thread per event runs every action
+    registered on it, so that the informers sharing a stop event (a controller-manager's,
+    hundreds of hollow kubelets') do not hold a waiting thread each."""
+    with _stop_actions_lock:
+        actions = _stop_actions.get(event)
+        if actions is not None:
+            actions.append(action)
+            return
+        _stop_actions[event] = [action]
 
     def wait_then_act() -> None:
         event.wait()
-        action()
+        while True:
+            with _stop_actions_lock:
+                pending = _stop_actions.get(event) or []
+                if not pending:
+                    # Actions registered from now on find no waiter and start one (the
+                    # event is set: it runs them at once).
+                    _stop_actions.pop(event, None)
+                    return
+                _stop_actions[event] = []
+            for act in pending:
+                try:
+                    act()
+                except Exception:
+                    log.exception("%s: stopping failed", name)
 
     threading.Thread(target=wait_then_act, name=name, daemon=True).start()
 

@@ -36,6 +36,13 @@ Rate limiting. Every attempt first takes a token from a client-side bucket (by d
 5 requests per second with bursts of 10, client-go's defaults), so that a controller in a
 hot loop slows itself down before the apiserver has to.
 
+Transport. Every call but a watch goes over kept-alive connections of
+`kubelab.storeclient.http` (a request in one send, the answer parsed by httptools): through
+requests a small call cost the client about five times the CPU, which the scheduler (two
+POSTs per pod) and hundreds of hollow kubelets (a Lease PUT each every 10 s) paid on every
+pod and heartbeat. Watches, a body read as it comes, stay on requests. Proxies
+(HTTPS_PROXY) are not used: the apiserver is reached directly.
+
 Watches. `watch()` returns a `Watch`: an iterator of `(type, object)` events read from the
 apiserver's newline-delimited JSON stream, ADDED, MODIFIED, DELETED and, when asked for,
 BOOKMARK (an object carrying only a newer resourceVersion, so that a quiet watch can
@@ -50,21 +57,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import http
 import logging
 import os
 import random
 import shutil
+import ssl
 import sys
 import tempfile
 import threading
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
+from urllib.parse import urlencode
 
+import httptools
 import requests
 import urllib3.exceptions
 
@@ -74,6 +85,7 @@ from kubelab.api.resources import Resource, by_kind
 from kubelab.client.clock import REAL_CLOCK, Clock
 from kubelab.client.flowcontrol import Backoff, TokenBucket
 from kubelab.client.kubeconfig import ClientConfig, KubeconfigError
+from kubelab.storeclient import http as kept_alive
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +133,26 @@ class ServerUnreachable(Exception):
 
 class ClientClosed(ServerUnreachable):
     """The client was closed: a request it was about to send, or to retry, is given up."""
+
+
+class _TLSFailed(Exception):
+    """An attempt's TLS handshake failed: a configuration error, not retried."""
+
+
+class _NotSent(Exception):
+    """An attempt failed before the request went out: safe to send again."""
+
+
+class _MaybeSent(Exception):
+    """An attempt failed after the request may have reached the server."""
+
+
+class _HasStatus(Protocol):
+    @property
+    def status_code(self) -> int: ...
+
+
+_R = TypeVar("_R", bound=_HasStatus)
 
 
 class ResourceExpired(StatusError):
@@ -187,25 +219,42 @@ def _error_from_status(
     )
 
 
-def _retry_after(response: requests.Response) -> int | None:
-    """The Retry-After header in seconds (the HTTP-date form is not used by apiservers)."""
-    value = response.headers.get("Retry-After", "")
-    return max(0, int(value)) if value.strip().isdigit() else None
+@dataclass(frozen=True)
+class Answer:
+    """A whole (not streamed) response: status code, headers (lower-cased names), body."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
 
 
-def _error_from_response(response: requests.Response, method: str, path: str) -> StatusError:
-    retry_after = _retry_after(response)
+def _reason_phrase(code: int) -> str:
     try:
-        body = response.json()
+        return http.HTTPStatus(code).phrase
+    except ValueError:
+        return ""
+
+
+def _error_from_response(answer: Answer, method: str, path: str) -> StatusError:
+    value = answer.headers.get("retry-after", "")
+    # The HTTP-date form of Retry-After is not used by apiservers.
+    retry_after = max(0, int(value)) if value.strip().isdigit() else None
+    try:
+        body = fastjson.loads(answer.content)
     except ValueError:
         body = None
+    code = answer.status_code
     if isinstance(body, dict) and body.get("kind") == "Status":
-        return _error_from_status(body, response.status_code, retry_after)
+        return _error_from_status(body, code, retry_after)
     # Not from the apiserver itself (a proxy, a load balancer): say what came back.
-    snippet = " ".join(response.text.split())[:200]
-    message = f"the server answered {response.status_code} {response.reason} to {method} {path}"
+    snippet = " ".join(answer.text.split())[:200]
+    message = f"the server answered {code} {_reason_phrase(code)} to {method} {path}"
     status = {"message": f"{message}: {snippet}" if snippet else message}
-    return _error_from_status(status, response.status_code, retry_after)
+    return _error_from_status(status, code, retry_after)
 
 
 def _never_sent(exc: requests.RequestException) -> bool:
@@ -328,9 +377,10 @@ class RestClient:
         self._clock = clock
         self._rng = rng or random.Random()
         self._limiter = TokenBucket(qps, burst, clock) if qps is not None else None
+        # Watches through requests (a streamed body), one connection each: a
+        # controller-manager's informers each hold one, beyond requests' default pool of
+        # 10 per host.
         self._session = requests.Session()
-        # One connection per concurrent caller: a controller-manager's informers each
-        # hold a watch, beyond requests' default pool of 10 per host.
         adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=64)
         self._session.mount("https://", adapter)
         self._session.mount("http://", adapter)
@@ -340,6 +390,26 @@ class RestClient:
         self._verify: str | bool = not config.insecure_skip_tls_verify
         self._cert: tuple[str, str] | None = None
         self._remove_tls_files = self._write_tls_files()
+        # Every other call on kept-alive connections of our own: through requests a small
+        # request cost about three times the CPU (docs/benchmarks.md, scheduler).
+        self._pool = kept_alive.Pool(config.server, timeout, self._tls_context())
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        """The TLS settings of `config` (and the current client certificate) for the
+        kept-alive connections; None for plain http."""
+        if not self.config.server.startswith("https://"):
+            return None
+        if self.config.insecure_skip_tls_verify:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        elif self.config.ca_data is not None:
+            context = ssl.create_default_context(cadata=self.config.ca_data.decode("ascii"))
+        else:
+            context = ssl.create_default_context()
+        if self._cert is not None:
+            context.load_cert_chain(*self._cert)
+        return context
 
     def _write_tls_files(self) -> weakref.finalize[Any, Any] | None:
         """Write the CA and client certificate to files, which is what requests takes.
@@ -383,6 +453,8 @@ class RestClient:
         for adapter in self._session.adapters.values():
             if isinstance(adapter, requests.adapters.HTTPAdapter):
                 adapter.poolmanager.clear()
+        self._pool.context = self._tls_context()
+        self._pool.close()
 
     @property
     def closed(self) -> bool:
@@ -393,6 +465,7 @@ class RestClient:
         (they raise `ClientClosed`)."""
         self._closed.set()
         self._session.close()
+        self._pool.close()
         if self._remove_tls_files is not None:
             self._remove_tls_files()
 
@@ -426,6 +499,15 @@ class RestClient:
                     log.warning("cannot re-read token file %s, using the last token", exc)
             return self._file_token[0]
 
+    def _headers(self, content_type: str | None, accept: str = _JSON) -> dict[str, str]:
+        headers = {"User-Agent": self.user_agent, "Accept": accept}
+        token = self._bearer_token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        return headers
+
     def _send(
         self,
         method: str,
@@ -435,80 +517,118 @@ class RestClient:
         body: Any = None,
         content_type: str = _JSON,
         accept: str = _JSON,
-        stream: bool = False,
-        read_timeout: float | None = None,
+    ) -> Answer:
+        """Send one request on a kept-alive connection, with the retries of the module
+        docstring; return a 2xx or 3xx answer, or raise `StatusError` /
+        `ServerUnreachable`."""
+        data = b"" if body is None else fastjson.dumps(body)
+        target = f"{path}?{urlencode(params)}" if params else path
+        head = "".join(
+            f"{k}: {v}\r\n"
+            for k, v in self._headers(None if body is None else content_type, accept).items()
+        ).encode("latin-1")
+
+        def attempt() -> Answer:
+            try:
+                code, headers, content = self._pool.exchange(method, target, data, head)
+            except kept_alive.ConnectFailed as exc:
+                if isinstance(exc.__cause__, ssl.SSLError):
+                    raise _TLSFailed(kept_alive.describe_failure(exc.__cause__)) from exc
+                raise _NotSent(str(exc)) from exc
+            except (OSError, httptools.HttpParserError) as exc:
+                raise _MaybeSent(kept_alive.describe_failure(exc)) from exc
+            return Answer(code, headers, content)
+
+        return self._retrying(method, path, attempt, lambda answer: answer)
+
+    def _send_streaming(
+        self, method: str, path: str, params: Mapping[str, str], read_timeout: float | None
     ) -> requests.Response:
-        """Send one request, with the retries of the module docstring; return a 2xx or 3xx
-        response, or raise `StatusError` / `ServerUnreachable`."""
-        headers = {"User-Agent": self.user_agent, "Accept": accept}
-        token = self._bearer_token()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        data = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            data = fastjson.dumps(body)
-        url = self.config.server + path
+        """`_send` for a response read as it comes (a watch), through requests."""
+
+        def attempt() -> requests.Response:
+            try:
+                return self._session.request(
+                    method,
+                    self.config.server + path,
+                    params=params,
+                    headers=self._headers(None),
+                    timeout=(self.timeout, read_timeout),
+                    # Per request: requests lets REQUESTS_CA_BUNDLE override the session's.
+                    verify=self._verify,
+                    cert=self._cert,
+                    stream=True,
+                    allow_redirects=False,
+                )
+            except requests.exceptions.SSLError as exc:
+                raise _TLSFailed(_root_cause(exc)) from exc
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                failure = _NotSent if _never_sent(exc) else _MaybeSent
+                raise failure(_root_cause(exc)) from exc
+
+        def answer(response: requests.Response) -> Answer:
+            answer = Answer(response.status_code, response.headers, response.content)
+            response.close()
+            return answer
+
+        return self._retrying(method, path, attempt, answer)
+
+    def _retrying(
+        self,
+        method: str,
+        path: str,
+        attempt: Callable[[], _R],
+        answer_of: Callable[[_R], Answer],
+    ) -> _R:
+        """Run `attempt` until it gets an answer below 400, or one that may not be retried
+        (module docstring); `answer_of` reads an error response whole."""
         what = f"{method} {path}"
-        attempt = 0
+        tries = 0
         while True:
             if self._limiter is not None:
                 self._limiter.accept(self._closed)
             if self._closed.is_set():
                 raise ClientClosed(f"{what}: the client is closed")
             try:
-                response = self._session.request(
-                    method,
-                    url,
-                    params=params,
-                    data=data,
-                    headers=headers,
-                    timeout=(self.timeout, read_timeout if stream else self.timeout),
-                    # Per request: requests lets REQUESTS_CA_BUNDLE override the session's.
-                    verify=self._verify,
-                    cert=self._cert,
-                    stream=stream,
-                    allow_redirects=False,
-                )
-            except requests.exceptions.SSLError as exc:
+                response = attempt()
+            except _TLSFailed as exc:
                 source = self.config.source or "the configuration"
                 raise ServerUnreachable(
-                    f"TLS with {self.config.server} failed ({_root_cause(exc)}); check the "
+                    f"TLS with {self.config.server} failed ({exc}); check the "
                     f"certificate authority and client certificate of {source}"
-                ) from exc
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                retryable = method in IDEMPOTENT_METHODS or _never_sent(exc)
-                if not retryable or attempt == self.max_retries:
+                ) from exc.__cause__
+            except (_NotSent, _MaybeSent) as exc:
+                retryable = method in IDEMPOTENT_METHODS or isinstance(exc, _NotSent)
+                if not retryable or tries == self.max_retries:
                     maybe = "" if retryable else "; it may or may not have been applied"
                     raise ServerUnreachable(
-                        f"{what} to {self.config.server} failed after {attempt + 1} "
-                        f"attempt(s): {_root_cause(exc)}{maybe}"
-                    ) from exc
-                delay = self._backoff.delay(attempt, self._rng)
-                log.info("%s failed (%s), retrying in %.2fs", what, _root_cause(exc), delay)
+                        f"{what} to {self.config.server} failed after {tries + 1} "
+                        f"attempt(s): {exc}{maybe}"
+                    ) from exc.__cause__
+                delay = self._backoff.delay(tries, self._rng)
+                log.info("%s failed (%s), retrying in %.2fs", what, exc, delay)
             else:
-                if response.status_code < 400:
+                code = response.status_code
+                if code < 400:
                     return response
-                error = _error_from_response(response, method, path)
-                response.close()
-                code = error.code
+                error = _error_from_response(answer_of(response), method, path)
                 retryable = code == 429 or (code == 503 and method in IDEMPOTENT_METHODS)
-                if not retryable or attempt == self.max_retries:
+                if not retryable or tries == self.max_retries:
                     raise error
                 delay = (
                     error.retry_after
                     if error.retry_after is not None
-                    else self._backoff.delay(attempt, self._rng)
+                    else self._backoff.delay(tries, self._rng)
                 )
                 log.info("%s answered %d (%s), retrying in %.2fs", what, code, error, delay)
             if self._clock.sleep(delay, self._closed):
                 raise ClientClosed(f"{what}: the client was closed before retrying")
-            attempt += 1
+            tries += 1
 
     def _object(self, method: str, path: str, **kwargs: Any) -> Object:
-        response = self._send(method, path, **kwargs)
+        answer = self._send(method, path, **kwargs)
         try:
-            body = fastjson.loads(response.content)
+            body = fastjson.loads(answer.content)
         except ValueError:
             body = None
         if not isinstance(body, dict):
@@ -647,8 +767,7 @@ class RestClient:
             params["timeoutSeconds"] = str(timeout_seconds)
             read_timeout = timeout_seconds + self.timeout
         path = self._path(resource, namespace, "")
-        response = self._send("GET", path, params=params, stream=True, read_timeout=read_timeout)
-        return Watch(response, path)
+        return Watch(self._send_streaming("GET", path, params, read_timeout), path)
 
     def request(
         self,
@@ -662,9 +781,9 @@ class RestClient:
     ) -> Any:
         """Any other call, e.g. POST .../pods/web/binding, GET .../deployments/web/scale or
         GET .../pods/web/log: the decoded JSON answer, or its text when it is not JSON."""
-        response = self._send(
+        answer = self._send(
             method.upper(), path, params=params, body=body, content_type=content_type, accept=accept
         )
-        if response.headers.get("Content-Type", "").startswith(_JSON):
-            return fastjson.loads(response.content)
-        return response.text
+        if answer.headers.get("content-type", "").startswith(_JSON):
+            return fastjson.loads(answer.content)
+        return answer.text

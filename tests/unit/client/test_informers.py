@@ -542,3 +542,22 @@ def test_an_informer_stops_when_told(apiserver: Environment, namespace: str) -> 
     assert not thread.is_alive()
     with pytest.raises(RuntimeError, match="only be run once"):
         inf.run(stop)
+
+
+def test_informers_sharing_a_stop_event_share_one_waiting_thread(
+    apiserver: Environment, namespace: str
+) -> None:
+    """Hundreds of hollow kubelets in one process each run an informer on one stop event:
+    the threads that wait to cut their watches short must not grow with their number."""
+    stop = threading.Event()
+    informers = [informer(apiserver, namespace) for _ in range(5)]
+    threads = [inf.start(stop) for inf in informers]
+    for inf in informers:
+        assert inf.wait_for_sync(10)
+    apiserver.wait_for_watches(5, PODS, namespace)
+    waiting = [t for t in threading.enumerate() if t.name.endswith(f"-stop pods in {namespace}")]
+    assert len(waiting) == 1
+    stop.set()
+    for thread in threads:
+        thread.join(5)
+        assert not thread.is_alive()
