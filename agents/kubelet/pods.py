@@ -528,6 +528,7 @@ class PodWorkers:
             self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", field_path=path)
             self._wake(st, now + 2.0)
             return
+        cid = ""
         try:
             cid = self.runtime.create_container(sandbox.id, config)
             # It exists from now on, started or not: the next sync must see it.
@@ -544,6 +545,11 @@ class PodWorkers:
         except RuntimeFailure as exc:
             st.waiting[name] = ("RunContainerError", str(exc))
             self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", field_path=path)
+            if cid:
+                # Created but never started: a sync skips a created container (its start
+                # is this worker's own, in flight), so one left behind would hold the
+                # container's place for ever. Removed, the next sync makes it anew.
+                self._discard(cid)
             self._wake(st, now + 2.0)
             return
         st.waiting.pop(name, None)
@@ -558,6 +564,16 @@ class PodWorkers:
             backoff.delay = self.config.crash_loop_backoff
         backoff.until = 0.0
         self.recorder.event(pod, NORMAL, "Started", f"Started container {name}", field_path=path)
+
+    def _discard(self, container_id: str) -> None:
+        """Remove a container that failed to start; a failure here leaves it to the
+        pod's clean-up, and is only logged."""
+        try:
+            self.runtime.remove_container(container_id)
+        except RuntimeFailure as exc:
+            log.warning(
+                "kubelet: removing container %s that failed to start: %s", container_id, exc
+            )
 
     def note_exit(self, st: PodState, name: str, finished_at: float) -> None:
         backoff = st.backoff.setdefault(name, Backoff(delay=self.config.crash_loop_backoff))

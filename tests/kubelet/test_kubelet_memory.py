@@ -438,3 +438,37 @@ def test_a_failed_relist_after_a_start_never_creates_the_container_twice(
     finally:
         k.stop()
         cluster.delete_node(node)
+
+
+class _FirstStartFails(MemoryRuntime):
+    """The engine refuses each container's first start (a mount or cgroup error, say),
+    leaving it created and never started, as Docker does."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__(node)
+        self.refused: list[str] = []
+
+    def start_container(self, container_id: str) -> None:
+        if not self.refused:
+            self.refused.append(container_id)
+            raise RuntimeFailure("starting container: OCI runtime create failed")
+        super().start_container(container_id)
+
+
+def test_a_container_whose_start_failed_is_made_anew(
+    cluster: Cluster, namespace: str, node: str, tmp_path: Path
+) -> None:
+    runtime = _FirstStartFails(node)
+    k = start_kubelet(cluster, fast_config(node, tmp_path), runtime)
+    try:
+        _pod(cluster, namespace, node, "retry", restartPolicy="Never", command=["echo", "hi"])
+        until(
+            lambda: cluster.pod(namespace, "retry")["status"].get("phase") == "Succeeded",
+            "the pod to succeed after its container's failed start",
+        )
+        assert len(runtime.refused) == 1
+        names = [c.id for c in runtime.list_containers() if c.name == "hello"]
+        assert runtime.refused[0] not in names and len(names) == 1
+    finally:
+        k.stop()
+        cluster.delete_node(node)
