@@ -26,16 +26,21 @@ help:
 SYSTEM_STAMP := $(VENV)/.system-packages
 
 # The image builder (lab/images.py) needs debootstrap and a C compiler (the pause image).
-SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils
-SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip
+# ansible/ runs on Debian's ansible (7.x, with community.docker and community.general:
+# PyPI's ansible-core has no collections, and none can be fetched here); the Vagrantfile
+# on Debian's vagrant, without recommends (with them it pulls ~107 packages).
+SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils ansible openssh-client
+SYSTEM_PACKAGES_NO_RECOMMENDS := vagrant
+SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip ansible-playbook ssh vagrant
 
 $(SYSTEM_STAMP):
 	@mkdir -p $(VENV)
 	@missing=""; for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "==> missing$$missing: installing Debian packages: $(SYSTEM_PACKAGES)"; \
-	  if [ "$$(id -u)" != 0 ]; then echo "need root for apt-get (or install $(SYSTEM_PACKAGES))"; exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
+	  if [ "$$(id -u)" != 0 ]; then echo "need root for apt-get (or install $(SYSTEM_PACKAGES) $(SYSTEM_PACKAGES_NO_RECOMMENDS))"; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES_NO_RECOMMENDS) >/dev/null; \
 	fi
 	@etcd --version | head -1
 	@touch $@

@@ -18,12 +18,16 @@ containers on the lab's internal network (`lab.nodes`), load the images the node
 parallel), fetch the admin kubeconfig and wait until every node is Ready. A summary of
 nodes, roles, addresses and the kubeconfig's path ends it.
 
-Commands reach the nodes through `NodeShell`, one small interface; today it is `docker
-exec` (`DockerShell`). SSH (fabric/paramiko, keys made per cluster, as the issue asks)
-is meant to replace it behind the same interface, so that VMs and real hosts given an
-inventory take the same path.
+Commands reach the nodes through `NodeShell`, one small interface, implemented over SSH
+(`lab.ssh.SSHShell`: fabric/paramiko, a key pair made per cluster, host keys pinned), so
+that VMs and real hosts given an inventory take the same path as node containers.
+`docker exec` is used only before sshd answers: to install the cluster's key and read
+the node's host key (`lab.ssh.authorize_docker_node`). `up` writes an Ansible
+inventory and an SSH config beside the kubeconfig (`lab.inventory`); `labctl ssh <node>
+[command]` runs OpenSSH with that config.
 
-The lab's files are in `.lab/<name>/` (admin.conf, the config used, state.json);
+The lab's files are in `.lab/<name>/` (admin.conf, state.json, ssh/ with the keys,
+ssh_config, inventory.ini);
 containers, volumes and the network carry the label `org.kubelab.lab=<prefix>`, by
 which `down` removes them.
 """
@@ -32,11 +36,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,8 +59,10 @@ from kubelab.client import (
     resource_for,
 )
 from lab.images import BUSYBOX_IMAGE, PAUSE_IMAGE, Builder
+from lab.inventory import InventoryHost, write_files
 from lab.labadm.layout import API_PORT
 from lab.nodes import LAB_LABEL, Node, NodeCluster
+from lab.ssh import ClusterKeys, Machine, SSHError, SSHShell, authorize_docker_node
 
 NODES = resource_for("v1", "Node")
 ROLES = ("control-plane", "worker")
@@ -107,23 +113,15 @@ class ClusterConfig:
 
 
 class NodeShell(Protocol):
-    """How the lab runs a command on a node and reads its output."""
+    """How the lab runs a command on a node (or the same one on several at once)."""
 
-    def run(self, node: Node, argv: list[str], *, timeout: float = 600) -> str: ...
+    def run(self, node: Machine, argv: Sequence[str], *, timeout: float = 600) -> str: ...
 
+    def run_many(
+        self, nodes: Sequence[Machine], argv: Sequence[str], *, timeout: float = 600
+    ) -> dict[str, str]: ...
 
-class DockerShell:
-    """`docker exec` into the node container (until SSH takes its place)."""
-
-    def run(self, node: Node, argv: list[str], *, timeout: float = 600) -> str:
-        done = node.exec(*argv, check=False, timeout=timeout)
-        out = done.stdout.decode(errors="replace")
-        if done.returncode != 0:
-            raise LabError(
-                f"`{' '.join(argv)}` failed on node {node.name} (exit {done.returncode}):\n"
-                f"{out}{done.stderr.decode(errors='replace')}"
-            )
-        return out
+    def close(self) -> None: ...
 
 
 @contextmanager
@@ -146,7 +144,8 @@ class Lab:
     config: ClusterConfig
     directory: Path
     prefix: str = ""
-    shell: NodeShell = field(default_factory=DockerShell)
+    shell: NodeShell | None = None
+    """Over SSH (`lab.ssh.SSHShell`) once the nodes' sshd answers; set by `up`."""
     builder: Builder = field(default_factory=Builder)
     nodes: NodeCluster | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -159,6 +158,24 @@ class Lab:
     @property
     def kubeconfig(self) -> Path:
         return self.directory / "admin.conf"
+
+    @property
+    def keys(self) -> ClusterKeys:
+        """The cluster's SSH key pair and pinned host keys (`ssh/` in the lab's folder)."""
+        return ClusterKeys(self.directory / "ssh")
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.directory / "ssh_config"
+
+    @property
+    def inventory(self) -> Path:
+        return self.directory / "inventory.ini"
+
+    def _ssh(self) -> NodeShell:
+        if self.shell is None:
+            raise LabError("no SSH to the nodes yet: the nodes must be started first")
+        return self.shell
 
     def _timed(self, key: str, title: str, action: Callable[[], None]) -> None:
         started = time.monotonic()
@@ -181,6 +198,7 @@ class Lab:
         names = self._names()
         self._timed("nodes", f"Starting {len(names)} nodes", lambda: self._start(names))
         self._save_state()
+        self._timed("ssh", "Opening SSH to the nodes", lambda: self.open_ssh(cluster.nodes))
         self._timed("load", "Loading images into the nodes", self._load_images)
         control_plane = cluster.nodes[0]
         self._timed(
@@ -216,6 +234,34 @@ class Lab:
         for node in self.nodes.nodes:
             node.wait_ready(120)
 
+    def open_ssh(self, nodes: list[Node]) -> None:
+        """Install the cluster's key in `nodes` and pin their host keys (docker exec:
+        sshd is just up), then write the inventory and the SSH config for all nodes."""
+        keys = self.keys.ensure()
+        for node in nodes:
+            authorize_docker_node(node, keys)
+        if self.shell is None:
+            self.shell = SSHShell(keys)
+        assert self.nodes is not None and self.nodes.addressing is not None
+        write_files(
+            self.directory,
+            self._hosts(),
+            keys,
+            {
+                "kubelab_pod_network_cidr": str(self.nodes.addressing.subnet),
+                "kubelab_node_image": self.nodes.image,
+            },
+        )
+        # Every node answers over SSH before anything is run there.
+        self._ssh().run_many(nodes, ["true"], timeout=60)
+
+    def _hosts(self) -> list[InventoryHost]:
+        assert self.nodes is not None
+        return [
+            InventoryHost(n.name, n.ip, r)
+            for n, r in zip(self.nodes.nodes, self.config.roles, strict=True)
+        ]
+
     def _load_images(self) -> None:
         assert self.nodes is not None
         for image in (BUSYBOX_IMAGE, PAUSE_IMAGE):
@@ -225,7 +271,7 @@ class Lab:
 
     def _init(self, node: Node, image: str) -> list[str]:
         assert self.nodes is not None and self.nodes.addressing is not None
-        out = self.shell.run(
+        out = self._ssh().run(
             node,
             [
                 *LABADM, "init", f"--apiserver-advertise-address={node.ip}",
@@ -235,23 +281,19 @@ class Lab:
         )  # fmt: skip
         for line in out.splitlines():
             if line.startswith("labadm join "):
-                kubeconfig = self.shell.run(node, ["cat", "/etc/kubelab/admin.conf"])
+                kubeconfig = self._ssh().run(node, ["cat", "/etc/kubelab/admin.conf"])
                 self.kubeconfig.write_text(kubeconfig)
                 self.kubeconfig.chmod(0o600)
                 return line.split()[1:]
         raise LabError(f"labadm init on {node.name} printed no join command:\n{out}")
 
     def _join(self, workers: list[Node], join: list[str]) -> None:
-        def one(node: Node) -> None:
-            started = time.monotonic()
-            argv = [*LABADM, *join, f"--node-name={node.name}", f"--node-ip={node.ip}"]
-            self.shell.run(node, argv)
-            self.timings[f"join {node.name}"] = time.monotonic() - started
-            print(f"   {node.name} joined in {time.monotonic() - started:.1f}s", flush=True)
-
-        with ThreadPoolExecutor(max_workers=len(workers)) as pool:
-            for future in [pool.submit(one, w) for w in workers]:
-                future.result()
+        """The same `labadm join` on every worker at once (a ThreadingGroup over SSH):
+        each takes its node name from its hostname and its address from what the name
+        resolves to, which is the lab network's in a node container."""
+        started = time.monotonic()
+        self._ssh().run_many(workers, [*LABADM, *join])
+        print(f"   {len(workers)} workers joined in {time.monotonic() - started:.1f}s", flush=True)
 
     def client(self) -> RestClient:
         return RestClient(load_config(self.kubeconfig), qps=None)
@@ -295,17 +337,36 @@ class Lab:
         state = {
             "prefix": self.prefix,
             "nodes": [
-                {"name": n.name, "role": r, "ip": n.ip, "container": n.container_name}
-                for n, r in zip(self.nodes.nodes, self.config.roles, strict=True)
+                {"name": h.name, "role": h.role, "ip": h.ip, "container": n.container_name}
+                for n, h in zip(self.nodes.nodes, self._hosts(), strict=True)
             ],
         }
         (self.directory / "state.json").write_text(json.dumps(state, indent=2))
 
     def down(self) -> None:
+        if self.shell is not None:
+            self.shell.close()
         with step(f"Removing the lab {self.config.name!r} ({self.prefix})"):
             NodeCluster(self.prefix, client=self.builder.client).remove()
-        for name in ("admin.conf", "state.json"):
-            (self.directory / name).unlink(missing_ok=True)
+        for path in (
+            self.kubeconfig,
+            self.directory / "state.json",
+            self.ssh_config,
+            self.inventory,
+        ):
+            path.unlink(missing_ok=True)
+        for path in (self.keys.private_key, self.keys.public_key, self.keys.known_hosts):
+            path.unlink(missing_ok=True)
+        if self.keys.directory.exists():
+            self.keys.directory.rmdir()
+
+    def ssh(self, node: str, command: list[str]) -> None:
+        """`labctl ssh <node> [command]`: OpenSSH with the lab's config, in this process."""
+        if not self.ssh_config.exists():
+            raise LabError(
+                f"no lab {self.config.name!r} here (no {self.ssh_config}); `labctl up` makes one"
+            )
+        os.execvp("ssh", ["ssh", "-F", str(self.ssh_config), node, *command])
 
     def status(self) -> None:
         state_file = self.directory / "state.json"
@@ -338,13 +399,19 @@ class Lab:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="labctl", description="The Docker lab: up, down, status")
-    p.add_argument("action", choices=["up", "down", "status"])
+    p = argparse.ArgumentParser(
+        prog="labctl", description="The Docker lab: up, down, status, ssh <node> [command]"
+    )
+    p.add_argument("action", choices=["up", "down", "status", "ssh"])
+    p.add_argument("node", nargs="?", help="ssh: the node's name (cp1, worker1, ...)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="ssh: a command to run there")
     p.add_argument("--config", type=Path, help="cluster config (YAML, like kind's)")
     p.add_argument("--name", help="the cluster's name (overrides the config's)")
     p.add_argument("--dir", type=Path, default=Path(".lab"), help="where the labs' files go")
     p.add_argument("--prefix", default="", help="name prefix of the lab's Docker objects")
     args = p.parse_args(argv)
+    if (args.action == "ssh") != bool(args.node):
+        p.error("a node name goes with ssh only: labctl ssh <node> [command]")
     try:
         config = ClusterConfig.load(args.config)
         if args.name:
@@ -356,9 +423,11 @@ def main(argv: list[str] | None = None) -> None:
             lab.up()
         elif args.action == "down":
             lab.down()
+        elif args.action == "ssh":
+            lab.ssh(args.node, args.command)
         else:
             lab.status()
-    except (LabError, docker.errors.DockerException) as exc:
+    except (LabError, SSHError, docker.errors.DockerException) as exc:
         sys.exit(f"error: {exc}")
 
 
