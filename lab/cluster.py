@@ -250,6 +250,7 @@ class Lab:
             {
                 "kubelab_pod_network_cidr": str(self.nodes.addressing.subnet),
                 "kubelab_node_image": self.nodes.image,
+                "kubelab_kubeconfig": str(self.kubeconfig.resolve()),
             },
         )
         # Every node answers over SSH before anything is run there.
@@ -404,14 +405,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("action", choices=["up", "down", "status", "ssh"])
     p.add_argument("node", nargs="?", help="ssh: the node's name (cp1, worker1, ...)")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="ssh: a command to run there")
     p.add_argument("--config", type=Path, help="cluster config (YAML, like kind's)")
     p.add_argument("--name", help="the cluster's name (overrides the config's)")
     p.add_argument("--dir", type=Path, default=Path(".lab"), help="where the labs' files go")
     p.add_argument("--prefix", default="", help="name prefix of the lab's Docker objects")
-    args = p.parse_args(argv)
-    if (args.action == "ssh") != bool(args.node):
-        p.error("a node name goes with ssh only: labctl ssh <node> [command]")
+    p.epilog = "labctl ssh <node> [command ...]: the command's own options after `--`"
+    # The command to run over ssh: what follows `--`, or what labctl's parser does not know.
+    argv = sys.argv[1:] if argv is None else argv
+    after = argv.index("--") if "--" in argv else len(argv)
+    args, command = p.parse_known_args(argv[:after])
+    command += argv[after + 1 :]
+    if args.action == "ssh" and not args.node and command:  # options came before the node
+        args.node = command.pop(0)
+    if (args.action == "ssh") != bool(args.node) or (command and args.action != "ssh"):
+        p.error("a node name and a command go with ssh only: labctl ssh <node> [command]")
     try:
         config = ClusterConfig.load(args.config)
         if args.name:
@@ -424,7 +431,7 @@ def main(argv: list[str] | None = None) -> None:
         elif args.action == "down":
             lab.down()
         elif args.action == "ssh":
-            lab.ssh(args.node, args.command)
+            lab.ssh(args.node, command)
         else:
             lab.status()
     except (LabError, SSHError, docker.errors.DockerException) as exc:
