@@ -8,12 +8,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_DIR ?= .lab
 
-.PHONY: help venv images lint typecheck test test-fast soak bench up down status up-local down-local status-local clean
+.PHONY: help venv images lint typecheck test test-fast soak bench up down status verify up-local down-local status-local clean
 
 help:
 	@echo "make up        bring up the Docker lab (1 control-plane node, 2 workers; CONFIG=cluster.yaml) and print how to use kubectl"
 	@echo "make down      remove it (every container, volume and network it made)"
 	@echo "make status    its nodes, roles, addresses and readiness"
+	@echo "make verify    testinfra checks of every node over SSH (INVENTORY=... for Vagrant's or your hosts)"
 	@echo "make up-local  a control plane as local processes in $(LAB_DIR)/ (3-member store, apiserver), no Docker"
 	@echo "make test      lint, type-check and run the test suite"
 	@echo "make test-fast unit tests, Raft transcripts and a few simulation seeds (the edit-test loop)"
@@ -96,6 +97,14 @@ down: $(STAMP)
 
 status: $(STAMP)
 	$(BIN)/labctl status --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
+
+# testinfra checks of node state over SSH, on every node of the inventory: the Docker
+# lab's (written by `make up`), Vagrant's, or one of your own hosts (ansible/).
+LAB_NAME ?= kubelab
+INVENTORY ?= $(LAB_DIR)/$(LAB_NAME)/inventory.ini
+verify: $(STAMP)
+	@test -f $(INVENTORY) || { echo "no inventory $(INVENTORY): make up first, or INVENTORY=..."; exit 1; }
+	$(BIN)/pytest -q -p no:cacheprovider tests/infra --inventory $(INVENTORY) $(if $(KUBECONFIG_FILE),--kubeconfig $(KUBECONFIG_FILE))
 
 up-local: $(STAMP)
 	$(BIN)/python -m lab.localcluster up --dir $(LAB_DIR)/store --members 3

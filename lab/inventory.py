@@ -17,6 +17,7 @@ the same names from Vagrant's inventory or a user's own.
 from __future__ import annotations
 
 import hashlib
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,3 +94,40 @@ def write_files(
     inventory = directory / "inventory.ini"
     inventory.write_text(ansible_inventory(hosts, config, variables))
     return config, inventory
+
+
+def read_inventory(path: Path) -> tuple[list[InventoryHost], dict[str, str]]:
+    """The nodes (by group) and the `[kubelab:vars]` of an INI inventory: this module's,
+    Vagrant's generated one, or a user's in the same shape (`ansible/`)."""
+    roles = {group: role for role, group in GROUPS.items()}
+    fields: dict[str, dict[str, str]] = {}
+    members: list[tuple[str, str]] = []
+    variables: dict[str, str] = {}
+    section = ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif section == "kubelab:vars":
+            key, _, value = line.partition("=")
+            variables[key.strip()] = value.strip().strip("'\"")
+        elif section in roles or not section:
+            # A host line: its name, then its variables (on any line naming it).
+            name, *pairs = shlex.split(line)
+            fields.setdefault(name, {}).update(p.split("=", 1) for p in pairs if "=" in p)
+            if section:
+                members.append((name, roles[section]))
+    hosts = [
+        InventoryHost(
+            name, fields[name].get("node_ip") or fields[name].get("ansible_host", name), role
+        )
+        for name, role in members
+    ]
+    if not hosts:
+        raise ValueError(
+            f"{path}: no hosts in groups {', '.join(roles)}; `labctl up` writes such an "
+            "inventory (.lab/<name>/inventory.ini), ansible/inventory.example.ini shows one"
+        )
+    return hosts, variables
