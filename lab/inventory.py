@@ -116,7 +116,7 @@ def read_inventory(path: Path) -> tuple[list[InventoryHost], dict[str, str]]:
         elif section in roles or not section:
             # A host line: its name, then its variables (on any line naming it).
             name, *pairs = shlex.split(line)
-            fields.setdefault(name, {}).update(p.split("=", 1) for p in pairs if "=" in p)
+            fields.setdefault(name, {}).update(p.partition("=")[::2] for p in pairs if "=" in p)
             if section:
                 members.append((name, roles[section]))
     hosts = [

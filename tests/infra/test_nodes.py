@@ -68,7 +68,7 @@ def test_worker_ports(worker: Node) -> None:
 
 def _private_files(node: Node) -> list[str]:
     found = node.host.run("find /etc/kubelab -name '*.key' -o -name '*.conf' -o -name '*.pem'")
-    return found.stdout.split()
+    return str(found.stdout).split()
 
 
 def test_certificates_and_kubeconfigs_with_private_keys_0600(node: Node) -> None:
@@ -129,7 +129,7 @@ def test_node_is_ready_in_the_api(node: Node, cluster: Cluster) -> None:
 
 def _without_client_cert(node: Node, address: str, port: int, path: str) -> str:
     script = NO_CLIENT_CERT.strip().replace("'", "'\\''")
-    return node.host.check_output(f"python3 -c '{script}' {address} {port} {path}")
+    return str(node.host.check_output(f"python3 -c '{script}' {address} {port} {path}"))
 
 
 def test_kubelet_refuses_a_caller_without_a_client_certificate(node: Node) -> None:

@@ -66,7 +66,7 @@ def test_the_ssh_config_pins_host_keys_and_shares_connections(tmp_path: Path) ->
         entry = parsed.lookup(name)
         assert entry["hostname"] == "10.244.255.11"
         assert entry["user"] == "root"
-        assert entry["identityfile"] == [str(keys.private_key.resolve())]
+        assert list(entry["identityfile"]) == [str(keys.private_key.resolve())]
         assert entry["userknownhostsfile"] == str(keys.known_hosts.resolve())
         assert entry["stricthostkeychecking"] == "yes"
         assert entry["controlmaster"] == "auto"
