@@ -22,6 +22,7 @@ from lab.images import Builder
 from lab.nodes import NodeCluster
 from tests.e2e.test_lab import KUBECTL
 from tests.node.conftest import docker_client, run_prefix
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,19 +71,24 @@ def vagrant(env: dict[str, str], *args: str, check: bool = True) -> str:
 def test_vagrant_up_gives_a_working_cluster(vagrant_env: dict[str, str]) -> None:
     vagrant(vagrant_env, "up")
     kubeconfig = Path(vagrant_env["VAGRANT_DOTFILE_PATH"]) / "kubelab" / "admin.conf"
-    listed = subprocess.run(
-        [KUBECTL, "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "json"],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    nodes = json.loads(listed.stdout)["items"]
-    ready = {
-        n["metadata"]["name"]: any(
-            c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"]
-        )
-        for n in nodes
-    }
-    # site.yml waits for nothing after the joins: the Nodes register within seconds.
-    assert set(ready) == {"cp1", "worker1", "worker2"}
+
+    def ready() -> dict[str, bool]:
+        listed = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "json"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        return {
+            n["metadata"]["name"]: any(
+                c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"]
+            )
+            for n in json.loads(listed.stdout)["items"]
+        }
+
+    until(
+        lambda: ready() == {"cp1": True, "worker1": True, "worker2": True},
+        "the Vagrant machines' Nodes Ready",
+        timeout=180,
+    )
 
     # The testinfra suite over Vagrant's own inventory and SSH settings.
     dot = Path(vagrant_env["VAGRANT_DOTFILE_PATH"])
