@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lab.images import Builder
+from lab.inventory import control_path
 from lab.nodes import NodeCluster
 from tests.e2e.test_lab import KUBECTL
 from tests.node.conftest import docker_client, run_prefix
@@ -94,7 +95,11 @@ def test_vagrant_up_gives_a_working_cluster(vagrant_env: dict[str, str]) -> None
     dot = Path(vagrant_env["VAGRANT_DOTFILE_PATH"])
     inventory = dot / "provisioners" / "ansible" / "inventory" / "vagrant_ansible_inventory"
     ssh_config = dot / "kubelab" / "ssh_config"
-    ssh_config.write_text(vagrant(vagrant_env, "ssh-config"))
+    # Vagrant's SSH settings, with one connection per machine for all the checks.
+    ssh_config.write_text(
+        vagrant(vagrant_env, "ssh-config")
+        + f"Host *\n  ControlMaster auto\n  ControlPath {control_path(dot)}\n  ControlPersist 60s\n"
+    )
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          str(ROOT / "tests" / "infra"), "--inventory", str(inventory),
