@@ -18,9 +18,9 @@ Status bodies are the ones the real apiserver sends for the same condition, so c
 take the same path as against a failing control plane. Everything else passes through
 to the real app untouched.
 
-`RequestLog` records what clients sent (method, path, query, headers, body) while a
-test holds it open: for tests of a client's wire behaviour (its User-Agent, its delete
-options, its watch parameters).
+`RequestLog` records what clients sent (method, path, query, headers, body, and on which
+connection) while a test holds it open: for tests of a client's wire behaviour (its
+User-Agent, its delete options, its watch parameters, its reuse of connections).
 """
 
 from __future__ import annotations
@@ -298,6 +298,9 @@ class Request:
     headers: dict[str, str]
     body: Any
     """The JSON body decoded (None without one; the text if it is not JSON)."""
+    connection: str
+    """The client's end of the connection it came on ("address:port"): requests on one
+    kept-alive connection share it."""
 
 
 class RequestLog:
@@ -358,4 +361,5 @@ def _request(environ: Environ) -> Request:
         dict(parse_qsl(environ.get("QUERY_STRING", ""))),
         headers,
         body,
+        f"{environ.get('REMOTE_ADDR', '')}:{environ.get('REMOTE_PORT', '')}",
     )

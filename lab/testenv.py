@@ -17,14 +17,19 @@ port with real TLS from a throwaway cluster CA. Every identity is a client certi
 (CN user, O groups) signed by that CA, so authentication and authorization are the real
 ones. `faults` (`lab.faults`) sits in front of the app to inject failures.
 
-The HTTP server is werkzeug's threaded one (Flask's own), not the production gevent
-server: a test process must not be monkey-patched, and a thread per request is plenty
-for tests. It streams watch responses chunk by chunk like gevent's and hands the app the
-client certificate where the production server does (``environ["kubelab.client_cert"]``).
-What differs from the production server, and is tested against real processes instead
-(`tests/integration/`): TLS is Python's `ssl`, so a client certificate from another CA
-fails the handshake instead of getting a 401; connections are not kept alive; exec,
-attach and port-forward (connection take-over) are not served.
+The HTTP server is cheroot's (CherryPy's threaded WSGI server), not the production gevent
+server: a test process must not be monkey-patched, and without it gevent's server would
+stall on the first watch (the watch cache's queues block the thread, not a greenlet).
+Like the production server it keeps connections alive (a client pays one TLS handshake,
+not one per request), streams watch responses chunk by chunk, sends the headers of a
+watch that has nothing to report yet, does the TLS handshake in the connection's thread
+rather than the accept loop, and hands the app the client certificate
+(``environ["kubelab.client_cert"]``). A watch (or a held fault) holds a worker thread
+while it runs; the pool grows a worker whenever none is free. What differs from the
+production server, and is tested against real processes instead (`tests/integration/`):
+TLS is Python's `ssl`, so a client certificate from another CA fails the handshake
+instead of getting a 401; exec, attach and port-forward (connection take-over) are not
+served.
 """
 
 from __future__ import annotations
@@ -45,8 +50,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from cheroot import errors as cheroot_errors
+from cheroot.makefile import MakeFile
+from cheroot.ssl import Adapter
+from cheroot.workers.threadpool import ThreadPool, WorkerThread
+from cheroot.wsgi import Gateway_10, Server
 from cryptography.hazmat.primitives.asymmetric import ec
-from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from controlplane.apiserver.admission import Chain
 from controlplane.apiserver.apiserver import APIServer, Config
@@ -63,47 +72,140 @@ ADMIN = "kubernetes-admin"
 MASTERS = ("system:masters",)
 
 
-class _TLSReader(socket.SocketIO):
-    """A TLS socket's reading end on which a TLS failure (a client that went away
-    mid-record sends an alert) is a dropped connection, as werkzeug treats a reset,
-    rather than a request error with a traceback in the log."""
+class _TLSSocket(ssl.SSLSocket):
+    """A server-side TLS socket on which a TLS failure while reading (a failed
+    handshake, a client that went away mid-record) is cheroot's "peer dropped the TLS
+    connection": the connection closes quietly instead of a 500 and a traceback in the
+    log."""
 
-    def readinto(self, b: Any) -> int | None:
+    def recv_into(self, buffer: Any, nbytes: int | None = None, flags: int = 0) -> int:
         try:
-            return super().readinto(b)
+            return super().recv_into(buffer, nbytes, flags)
         except ssl.SSLError as exc:
-            raise ConnectionResetError(f"TLS: {exc}") from exc
+            raise cheroot_errors.FatalSSLAlert(f"TLS: {exc}") from exc
 
 
-class _Handler(WSGIRequestHandler):
-    """werkzeug's handler, with the production server's WSGI environ additions."""
+class _TLS(Adapter):
+    """cheroot's TLS hook with the context `Environment.start` made, whose handshake
+    runs in the connection's worker thread (OpenSSL does it on the first read) rather
+    than in the accept loop as cheroot's own adapter does: one slow client must not hold
+    up the others."""
 
-    # Without NODELAY a write that follows another (headers, then a watch's events)
-    # waits for the client's delayed ACK (40 ms on Linux).
-    disable_nagle_algorithm = True
+    def __init__(self, context: ssl.SSLContext, cert_file: Path, key_file: Path) -> None:
+        super().__init__(str(cert_file), str(key_file))
+        context.sslsocket_class = _TLSSocket
+        self.context = context
 
-    def setup(self) -> None:
-        super().setup()
-        self.rfile.close()  # the plain reader: reads go through _TLSReader instead
-        self.rfile = io.BufferedReader(_TLSReader(self.connection, "rb"))
+    def bind(self, sock: socket.socket) -> socket.socket:
+        return sock
 
-    def make_environ(self) -> dict[str, Any]:
-        environ: dict[str, Any] = super().make_environ()
-        environ.pop("SSL_CLIENT_CERT", None)
+    def wrap(self, sock: socket.socket) -> tuple[ssl.SSLSocket, dict[str, str]]:
+        tls = self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return tls, {}
+
+    def get_environ(self) -> dict[str, str]:
+        return {}
+
+    def makefile(self, sock: ssl.SSLSocket, mode: str = "r", bufsize: int = -1) -> Any:
+        return MakeFile(sock, mode, bufsize if bufsize > 0 else io.DEFAULT_BUFFER_SIZE)
+
+
+class _Gateway(Gateway_10):
+    """cheroot's WSGI gateway, with the production server's additions: the client
+    certificate in the environ, the headers sent at an empty chunk, a `Disconnect`
+    hanging up."""
+
+    # cheroot's stubs leave these untyped (and say the base's returns None).
+    def get_environ(self) -> dict[str, Any]:  # type: ignore[override]
+        environ: dict[str, Any] = super().get_environ()  # type: ignore[no-untyped-call]
         # DER if the client presented one: the context verified it against the CA.
-        environ["kubelab.client_cert"] = self.connection.getpeercert(binary_form=True)
+        environ["kubelab.client_cert"] = self.req.conn.socket.getpeercert(binary_form=True)
         return environ
 
-    def run_wsgi(self) -> None:
+    def respond(self) -> None:
+        """As cheroot's, except that an empty chunk from the app sends the headers at
+        once (as `controlplane.apiserver.server.CertHandler` does: a watch with nothing
+        to report yet must answer 200 now, clients wait for the headers), and that a
+        `Disconnect` (a fault) closes the connection without (finishing) an answer."""
+        req = self.req
+        req.server.requests.keep_up()  # this worker may now be busy for long (a watch)
         try:
-            super().run_wsgi()
-        except Disconnect:  # a fault: hang up without (finishing) an answer
-            self.close_connection = True
+            result = req.server.wsgi_app(self.env, self.start_response)
+            try:
+                for chunk in result:
+                    if chunk or not req.sent_headers:
+                        self.write(chunk)
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+        except Disconnect:
+            req.ready = False  # no headers now
+            req.chunked_write = False  # no end of the body
+            req.close_connection = True
             with contextlib.suppress(OSError):
-                self.connection.shutdown(socket.SHUT_RDWR)
+                req.conn.socket.shutdown(socket.SHUT_RDWR)
 
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        """Access logging is the audit log's job, as in the production server."""
+
+class _Pool(ThreadPool):
+    """cheroot's worker pool, growing whenever a queued connection would find no free
+    worker: a watch holds its worker for as long as it runs (as does a held fault), and
+    a pool of fixed size would leave later requests queued behind them."""
+
+    def put(self, obj: Any) -> None:
+        super().put(obj)
+        self.keep_up()
+
+    def keep_up(self) -> None:
+        """Start a worker for each queued connection that no idle worker will take.
+        Called as a connection is queued and as a worker starts on a request (until
+        then a worker that has just taken a connection still counts as idle)."""
+        short = self.qsize - self.idle
+        if short > 0:
+            self.grow(short)
+
+    def grow(self, amount: int) -> None:
+        """As cheroot's, except that the workers are daemon threads (a test that never
+        stopped its environment must not hang the interpreter's exit) and that it does
+        not wait for them to be running (cheroot sleeps 0.1 s whenever one is not yet,
+        and here it is called from the accept loop)."""
+        threads: list[WorkerThread] = self._threads  # type: ignore[attr-defined]
+        for _ in range(min(amount, max(self.max - len(threads), 0))):
+            worker = WorkerThread(self.server)  # type: ignore[no-untyped-call]
+            worker.name = f"testenv-http-worker-{len(threads)}"
+            worker.daemon = True
+            worker.start()
+            threads.append(worker)
+
+
+class _Server(Server):
+    """cheroot's WSGI server as the test apiserver's: TLS from `_TLS`, `_Gateway`, a
+    growing `_Pool`, and connections kept alive (no limit on idle ones)."""
+
+    def __init__(self, tls: _TLS) -> None:
+        # An idle connection is closed after `timeout` seconds (so is one that stalls
+        # mid-request): long, so that a client's pooled connection is not closed under
+        # it while a test waits.
+        super().__init__(("127.0.0.1", 0), _placeholder, numthreads=4, timeout=300)
+        self.gateway = _Gateway
+        self.requests = _Pool(self, min=4)
+        self.ssl_adapter = tls
+        self.keep_alive_conn_limit = None  # type: ignore[assignment]
+        # The accept loop's poll interval: how long `stop` takes at most.
+        self.expiration_interval = 0.02
+        # Without NODELAY a write that follows another (headers, then a watch's
+        # events) waits for the client's delayed ACK (40 ms on Linux). cheroot's
+        # default, said here because it matters.
+        self.nodelay = True
+
+    @property
+    def port(self) -> int:
+        port: int = self.bind_addr[1]
+        return port
+
+    def error_log(self, msg: str = "", level: int = logging.INFO, traceback: bool = False) -> None:
+        """cheroot's messages go to this module's log (cheroot writes to stderr)."""
+        log.log(level, "testenv server: %s", msg, exc_info=traceback)
 
 
 class Environment:
@@ -117,7 +219,7 @@ class Environment:
         self,
         directory: Path,
         server: APIServer,
-        http: ThreadedWSGIServer,
+        http: _Server,
         ca: pki.CertKey,
         owns_directory: bool,
     ) -> None:
@@ -127,17 +229,14 @@ class Environment:
         """Faults to inject (`lab.faults`); the `apiserver` fixture clears them after each
         test."""
         self._recorder = Recorder(self.faults)
-        http.app = self._recorder
-        self.url = f"https://127.0.0.1:{http.server_port}"
+        http.wsgi_app = self._recorder
+        self.url = f"https://127.0.0.1:{http.port}"
         self._http = http
         self._ca = ca
         self._owns_directory = owns_directory
         self._creds: dict[tuple[str, tuple[str, ...]], pki.CertKey] = {}
         self._lock = threading.Lock()
-        self._thread = threading.Thread(
-            target=http.serve_forever, kwargs={"poll_interval": 0.02}, name="testenv-http"
-        )
-        self._thread.daemon = True
+        self._thread = threading.Thread(target=http.serve, name="testenv-http", daemon=True)
         self.kubeconfig = self.kubeconfig_for(ADMIN, MASTERS)
         """The admin kubeconfig (system:masters), for the real kubectl."""
 
@@ -178,16 +277,11 @@ class Environment:
 
         signing = ec.generate_private_key(ec.SECP256R1())
         # Bound first: the apiserver advertises its port in the `kubernetes` Endpoints.
-        http = ThreadedWSGIServer("127.0.0.1", 0, _placeholder, _Handler)
-        http.daemon_threads = True
-        # TLS set up here rather than by werkzeug, so that handshakes happen in each
-        # request's thread, not in the accept loop (one slow client must not hold up
-        # the others).
-        http.socket = tls.wrap_socket(http.socket, server_side=True, do_handshake_on_connect=False)
-        http.ssl_context = tls
+        http = _Server(_TLS(tls, cert_file, key_file))
+        http.prepare()
         config = Config(
             etcd_servers=["memstore://"],
-            secure_port=http.server_port,
+            secure_port=http.port,
             service_cluster_ip_range=service_cluster_ip_range,
             service_node_port_range=service_node_port_range,
             admission_plugins=tuple(admission_plugins),
@@ -200,7 +294,7 @@ class Environment:
             server.start(timeout=10)
         except BaseException:
             server.stop()
-            http.server_close()
+            http.stop()
             if owns:
                 shutil.rmtree(where, ignore_errors=True)
             raise
@@ -291,9 +385,8 @@ class Environment:
         """Stop serving (open watches end, held requests go on), and remove the files if
         they were ours."""
         self.faults.clear()
-        self._http.shutdown()
-        self.server.stop()
-        self._http.server_close()
+        self.server.stop()  # first: it ends the watches, whose workers `_http` waits for
+        self._http.stop()
         self._thread.join(timeout=5)
         if self._owns_directory:
             shutil.rmtree(self.directory, ignore_errors=True)

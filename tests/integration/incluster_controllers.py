@@ -10,7 +10,9 @@ tests' nodes after they stop.
 
 `controllers(cluster, "--controllers=node-ipam-controller", "--cluster-cidr=...")` runs
 one term of the real `ControllerManager`, as the user system:kube-controller-manager,
-with the command line parsed by the real `parse_args`, until the `with` block ends.
+with the command line parsed by the real `parse_args`, until the `with` block ends;
+`controller_manager(config, options)` does the same from `Options` (the workload
+controllers' test bed, `workloads.py`, uses it and `Cluster` too).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import requests
 
 from controlplane.controllers import manager
 from kubelab import pki
-from kubelab.client import load_config
+from kubelab.client import ClientConfig, load_config
 from lab.testenv import Environment
 from tests.integration.controlplane_fixture import KUBECTL
 
@@ -40,7 +42,8 @@ CONTROLLER_MANAGER = "system:kube-controller-manager"
 
 class Cluster:
     """The test apiserver with the helpers the tests use: the real kubectl as the admin,
-    plain HTTP calls (requests, for status codes), waiting for the controllers."""
+    plain HTTP calls (requests, for status codes), waiting for the controllers. The
+    workload controllers' tests use it too (`workloads.WorkloadLab`)."""
 
     def __init__(self, env: Environment) -> None:
         self.env = env
@@ -53,11 +56,16 @@ class Cluster:
             organizations=["system:masters"],
             client=True,
         )
-        cert, key = pki.write_pair(admin, env.directory, "test-admin")
-        self.http = requests.Session()
-        self.http.trust_env = False
-        self.http.verify = str(env.directory / "ca.crt")
-        self.http.cert = (str(cert), str(key))
+        self._admin_files = pki.write_pair(admin, env.directory, "test-admin")
+        self.http = self.session()
+
+    def session(self) -> requests.Session:
+        """A new admin HTTP session (client certificate), for direct API calls."""
+        s = requests.Session()
+        s.trust_env = False
+        s.verify = str(self.ca_dir / "ca.crt")
+        s.cert = (str(self._admin_files[0]), str(self._admin_files[1]))
+        return s
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
@@ -84,7 +92,8 @@ class Cluster:
 
     def until(self, check: Callable[[], object], what: str, timeout: float = 30.0) -> None:
         """Wait until `check()` is true: for what the controllers do in the background
-        (their logs are in the test's captured log when it fails)."""
+        (their logs are in the test's captured log when it fails). Polls more often than
+        `tests.waiting.until`: the controllers answer in milliseconds here."""
         deadline = time.monotonic() + timeout
         while not check():
             if time.monotonic() > deadline:
@@ -126,13 +135,22 @@ def controllers(cluster: Cluster, *flags: str) -> Iterator[None]:
         burst=args.kube_api_burst,
         args=args,
     )
+    with controller_manager(config, options):
+        yield
+
+
+@contextmanager
+def controller_manager(config: ClientConfig, options: manager.Options) -> Iterator[None]:
+    """Run one term of the real `ControllerManager` (no leader election) in a thread
+    until the block ends; if it failed, the failure is raised here, not lost in the
+    thread."""
     stop = threading.Event()
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
             manager.ControllerManager(config, options).run(stop)
-        except BaseException as exc:  # reported by the test, not lost in a thread
+        except BaseException as exc:
             failure.append(exc)
 
     thread = threading.Thread(target=run, name="controller-manager", daemon=True)

@@ -11,17 +11,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from kubelab import pki
+from tests import standin
 from tests.integration.controlplane_fixture import Lab, lab, namespace
 
 __all__ = ["lab", "namespace"]  # pytest fixtures used below
@@ -52,17 +50,12 @@ def _ws_frame(opcode: int, payload: bytes) -> bytes:
     return head + payload
 
 
-class FakeKubelet(ThreadingHTTPServer):
-    def __init__(self, pki_dir: Path, tmp: Path) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        ca = pki.load_pair(pki_dir, "ca")
-        serving = pki.issue(ca, "worker-1", server=True, ip_addresses=["127.0.0.1"])
-        crt, key = pki.write_pair(serving, tmp, "kubelet")
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(crt, key)
-        ctx.load_verify_locations(pki_dir / "ca.crt")
-        ctx.verify_mode = ssl.CERT_OPTIONAL
-        self.socket = ctx.wrap_socket(self.socket, server_side=True)
+class FakeKubelet(standin.StandInServer):
+    """The stand-in kubelet: what it was asked (path, client certificate's CN) and the
+    pods its summary reports."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
         self.requests: list[tuple[str, str]] = []
         self.pods: list[dict[str, Any]] = []
 
@@ -127,22 +120,27 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def kubelet(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeKubelet]:
-    server = FakeKubelet(lab.plane.pki, tmp_path_factory.mktemp("kubelet"))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    node = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "worker-1"},
-        "status": {
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": server.port}},
-        },
-    }
-    r = lab.api("POST", "/api/v1/nodes", json=node)
-    assert r.status_code in (201, 409), r.text
-    yield server
-    server.shutdown()
+    # A serving certificate from the cluster CA; the apiserver's client one is noted.
+    ca_dir = lab.plane.pki
+    tls = standin.tls_context(
+        pki.load_pair(ca_dir, "ca"),
+        tmp_path_factory.mktemp("kubelet"),
+        "worker-1",
+        client_ca=ca_dir / "ca.crt",
+    )
+    with standin.serve(_Handler, tls=tls, server_class=FakeKubelet) as server:
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "worker-1"},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": server.port}},
+            },
+        }
+        r = lab.api("POST", "/api/v1/nodes", json=node)
+        assert r.status_code in (201, 409), r.text
+        yield server
     lab.api("DELETE", "/api/v1/nodes/worker-1")
 
 

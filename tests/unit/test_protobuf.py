@@ -21,10 +21,9 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from controlplane.apiserver.protobuf import (
     decode,
     decode_message,
 )
+from tests import standin
 
 
 @dataclass(frozen=True)
@@ -825,14 +825,8 @@ class _Recorder(BaseHTTPRequestHandler):
 def capture_server() -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
     bodies: list[tuple[str, bytes]] = []
     handler = type("Recorder", (_Recorder,), {"bodies": bodies})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", bodies
-    finally:
-        server.shutdown()
-        server.server_close()
+    with standin.serve(handler) as server:
+        yield standin.url(server), bodies
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import resource
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from kubelab.storeclient import http as storehttp
+from tests import standin
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -46,22 +46,16 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet."""
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+class _Server(standin.StandInServer):
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
         self.seen: list[tuple[str, bytes, int]] = []
 
 
 @pytest.fixture
 def server() -> Iterator[_Server]:
-    srv = _Server()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with standin.serve(_Handler, server_class=_Server) as srv:
+        yield srv
 
 
 def _pool(srv: _Server, timeout: float = 5.0) -> storehttp.Pool:

@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from kubelab.api.errors import StatusError
-from kubelab.client import ResourceExpired, RestClient, resource_for
+from kubelab.client import ResourceExpired, RestClient, ServerUnreachable, resource_for
 from lab.testenv import Environment
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
@@ -119,6 +119,63 @@ def test_the_official_client_lists_and_watches(apiserver: Environment, namespace
     assert (event["type"], event["object"].metadata.name) == ("ADDED", "later")
     assert time.monotonic() - began < 5  # streamed, not held until the watch ended
     api_client.close()
+
+
+def test_connections_are_kept_alive(apiserver: Environment, namespace: str) -> None:
+    """A client's later requests reuse its connection (one TLS handshake, as against the
+    production server), also after a watch and after an error answer."""
+    with apiserver.record() as log, RestClient(apiserver.client_config(), qps=None) as client:
+        client.create(CONFIGMAPS, configmap("a"), namespace)
+        client.list(CONFIGMAPS, namespace)
+        with pytest.raises(StatusError):
+            client.get(CONFIGMAPS, "missing", namespace)
+        with client.watch(CONFIGMAPS, namespace, timeout_seconds=1) as watch:
+            assert [ev.object["metadata"]["name"] for ev in watch] == ["a"]
+        client.get(CONFIGMAPS, "a", namespace)
+    connections = [r.connection for r in log.requests]
+    assert len(connections) == 5 and len(set(connections)) == 1, connections
+
+    api_client = kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig))
+    core = kubernetes.client.CoreV1Api(api_client)
+    with apiserver.record() as log:
+        core.list_namespaced_config_map(namespace)
+        core.read_namespaced_config_map("a", namespace)
+    api_client.close()
+    assert len({r.connection for r in log.requests}) == 1, log.requests
+
+
+def test_requests_are_served_beside_many_open_watches(
+    apiserver: Environment, namespace: str, admin: RestClient
+) -> None:
+    """Each open watch holds a server thread: the pool grows, so more watches than it
+    started with, and a request after them, are all served."""
+    clients = [RestClient(apiserver.client_config(), qps=None) for _ in range(12)]
+    watches = [c.watch(CONFIGMAPS, namespace, timeout_seconds=60) for c in clients]
+    try:
+        apiserver.wait_for_watches(len(watches), CONFIGMAPS, namespace, timeout=30)
+        admin.create(CONFIGMAPS, configmap("a"), namespace)
+        for watch in watches:
+            assert next(iter(watch)).object["metadata"]["name"] == "a"
+    finally:
+        for watch in watches:
+            watch.close()
+        for client in clients:
+            client.close()
+
+
+def test_a_dropped_connection_is_replaced(
+    apiserver: Environment, namespace: str, admin: RestClient
+) -> None:
+    """After the server hangs up on a client (a fault), its next request gets a new
+    connection and an answer."""
+    admin.list(CONFIGMAPS, namespace)
+    apiserver.faults.disconnect(verb="list", namespace=namespace)
+    with apiserver.record() as log:
+        with pytest.raises(ServerUnreachable):
+            admin.list(CONFIGMAPS, namespace)
+        assert admin.list(CONFIGMAPS, namespace)["items"] == []
+    first, second = (r.connection for r in log.requests)
+    assert first != second
 
 
 # -- faults ------------------------------------------------------------------------------

@@ -52,8 +52,10 @@ def tls_ca() -> pki.CertKey:
     return pki.new_ca("kubelab-test-ca")
 
 
-def eventually(predicate: Callable[[], object], timeout: float = 5.0) -> None:
-    """Wait (real time) until `predicate()` is true: for effects of other threads."""
+def eventually(predicate: Callable[[], object], timeout: float = 30.0) -> None:
+    """Wait (real time) until `predicate()` is true: for effects of other threads. The
+    timeout is only how long a failing test takes to say so: generous, because on the
+    shared, loaded machine another thread may not run for seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
