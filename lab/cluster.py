@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -356,10 +357,7 @@ class Lab:
             self.inventory,
         ):
             path.unlink(missing_ok=True)
-        for path in (self.keys.private_key, self.keys.public_key, self.keys.known_hosts):
-            path.unlink(missing_ok=True)
-        if self.keys.directory.exists():
-            self.keys.directory.rmdir()
+        shutil.rmtree(self.keys.directory, ignore_errors=True)
 
     def ssh(self, node: str, command: list[str]) -> None:
         """`labctl ssh <node> [command]`: OpenSSH with the lab's config, in this process."""
