@@ -359,14 +359,6 @@ class Lab:
             path.unlink(missing_ok=True)
         shutil.rmtree(self.keys.directory, ignore_errors=True)
 
-    def ssh(self, node: str, command: list[str]) -> None:
-        """`labctl ssh <node> [command]`: OpenSSH with the lab's config, in this process."""
-        if not self.ssh_config.exists():
-            raise LabError(
-                f"no lab {self.config.name!r} here (no {self.ssh_config}); `labctl up` makes one"
-            )
-        os.execvp("ssh", ["ssh", "-F", str(self.ssh_config), node, *command])
-
     def status(self) -> None:
         state_file = self.directory / "state.json"
         if not state_file.exists():
@@ -397,6 +389,14 @@ class Lab:
         print(f"kubeconfig: {self.kubeconfig.resolve()}")
 
 
+def ssh(directory: Path, node: str, command: list[str]) -> None:
+    """`labctl ssh <node> [command]`: OpenSSH with the lab's config, in this process."""
+    config = directory / "ssh_config"
+    if not config.exists():
+        raise LabError(f"no lab in {directory} (no {config}); `labctl up` makes one")
+    os.execvp("ssh", ["ssh", "-F", str(config), node, *command])
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(
         prog="labctl", description="The Docker lab: up, down, status, ssh <node> [command]"
@@ -423,13 +423,14 @@ def main(argv: list[str] | None = None) -> None:
             config = ClusterConfig.parse(
                 {"name": args.name, "nodes": [{"role": r} for r in config.roles]}
             )
+        if args.action == "ssh":
+            ssh(args.dir / config.name, args.node, command)
+            return
         lab = Lab(config, args.dir / config.name, prefix=args.prefix)
         if args.action == "up":
             lab.up()
         elif args.action == "down":
             lab.down()
-        elif args.action == "ssh":
-            lab.ssh(args.node, command)
         else:
             lab.status()
     except (LabError, SSHError, docker.errors.DockerException) as exc:

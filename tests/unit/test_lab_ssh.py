@@ -9,7 +9,9 @@ import stat
 from pathlib import Path
 
 import paramiko
+import pytest
 
+from lab import cluster
 from lab.inventory import InventoryHost, control_path, read_inventory, write_files
 from lab.ssh import ClusterKeys
 
@@ -99,3 +101,49 @@ def test_vagrants_inventory_reads_with_its_groups(tmp_path: Path) -> None:
         InventoryHost("cp1", "10.243.255.10", "control-plane"),
         InventoryHost("worker1", "10.243.255.11", "worker"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "node", "command"),
+    [
+        (["ssh", "cp1"], "cp1", []),
+        (["ssh", "worker1", "hostname"], "worker1", ["hostname"]),
+        (["ssh", "--dir", "{dir}", "cp1", "--", "uname", "-a"], "cp1", ["uname", "-a"]),
+        (["--dir", "{dir}", "ssh", "cp1", "ls", "-l"], "cp1", ["ls", "-l"]),
+    ],
+)
+def test_labctl_ssh_runs_openssh_with_the_labs_config(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    node: str,
+    command: list[str],
+) -> None:
+    for config in (tmp_path / "kubelab" / "ssh_config", tmp_path / ".lab/kubelab/ssh_config"):
+        config.parent.mkdir(parents=True)
+        config.write_text("Host cp1\n")
+    ran: list[list[str]] = []
+    monkeypatch.setattr(cluster.os, "execvp", lambda _file, args: ran.append(args))
+    monkeypatch.chdir(tmp_path)
+    cluster.main([a.replace("{dir}", str(tmp_path)) for a in argv])
+    config = tmp_path / "kubelab" / "ssh_config"
+    assert ran == [
+        [
+            "ssh",
+            "-F",
+            str(config if "--dir" in argv else Path(".lab/kubelab/ssh_config")),
+            node,
+            *command,
+        ]
+    ]
+
+
+def test_labctl_ssh_without_a_lab_says_to_bring_one_up(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="`labctl up` makes one"):
+        cluster.main(["ssh", "--dir", str(tmp_path), "cp1"])
+
+
+def test_a_command_without_ssh_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cluster.main(["status", "cp1"])
+    assert "go with ssh only" in capsys.readouterr().err
