@@ -123,7 +123,7 @@ def test_labctl_ssh_runs_openssh_with_the_labs_config(
         config.parent.mkdir(parents=True)
         config.write_text("Host cp1\n")
     ran: list[list[str]] = []
-    monkeypatch.setattr(cluster.os, "execvp", lambda _file, args: ran.append(args))
+    monkeypatch.setattr("os.execvp", lambda _file, args: ran.append(args))
     monkeypatch.chdir(tmp_path)
     cluster.main([a.replace("{dir}", str(tmp_path)) for a in argv])
     config = tmp_path / "kubelab" / "ssh_config"
