@@ -46,7 +46,7 @@ def vagrant_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     env = {
         **os.environ,
         "KUBELAB_VAGRANT_PREFIX": prefix,
-        "KUBELAB_SUBNET": str(addressing.subnet.network_address),
+        "KUBELAB_SUBNET": str(addressing.subnet),
         "KUBELAB_NODE_IMAGE": builder.tags("node")[0],
         "VAGRANT_DOTFILE_PATH": str(state / "dot"),
         "VAGRANT_HOME": str(state / "home"),
