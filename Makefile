@@ -8,12 +8,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_DIR ?= .lab
 
-.PHONY: help venv images lint typecheck test test-fast soak bench up down status verify up-local down-local status-local clean
+.PHONY: help venv images lint typecheck test test-fast soak bench up down status stop start verify up-local down-local status-local clean
 
 help:
 	@echo "make up        bring up the Docker lab (1 control-plane node, 2 workers; CONFIG=cluster.yaml) and print how to use kubectl"
 	@echo "make down      remove it (every container, volume and network it made)"
 	@echo "make status    its nodes, roles, addresses and readiness"
+	@echo "make stop      stop the lab's containers; make start brings the same cluster back"
 	@echo "make verify    testinfra checks of every node over SSH (INVENTORY=... for Vagrant's or your hosts)"
 	@echo "make up-local  a control plane as local processes in $(LAB_DIR)/ (3-member store, apiserver), no Docker"
 	@echo "make test      lint, type-check and run the test suite"
@@ -26,13 +27,14 @@ help:
 # its peer in benchmarks.
 SYSTEM_STAMP := $(VENV)/.system-packages
 
-# The image builder (lab/images.py) needs debootstrap and a C compiler (the pause image).
+# The image builder (lab/images.py) needs debootstrap and a C compiler (the pause image);
+# the lab pushes images into its registry with skopeo.
 # ansible/ runs on Debian's ansible (7.x, with community.docker and community.general:
 # PyPI's ansible-core has no collections, and none can be fetched here); the Vagrantfile
 # on Debian's vagrant, without recommends (with them it pulls ~107 packages).
-SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils ansible openssh-client
+SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils skopeo ansible openssh-client
 SYSTEM_PACKAGES_NO_RECOMMENDS := vagrant
-SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip ansible-playbook ssh vagrant
+SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip skopeo ansible-playbook ssh vagrant
 
 $(SYSTEM_STAMP):
 	@mkdir -p $(VENV)
@@ -97,6 +99,13 @@ down: $(STAMP)
 
 status: $(STAMP)
 	$(BIN)/labctl status --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
+
+# The lab's containers stopped and started again: the same cluster comes back.
+stop: $(STAMP)
+	$(BIN)/labctl stop --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
+
+start: $(STAMP)
+	$(BIN)/labctl start --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
 
 # testinfra checks of node state over SSH, on every node of the inventory: the Docker
 # lab's (written by `make up`), Vagrant's, or one of your own hosts (ansible/).

@@ -12,12 +12,15 @@ Runs, each giving p50 and p99 of create-to-Running:
 * steady: pods created at a fixed rate (5/s) for a while (60 s), over two nodes.
 
 `--runtime docker`: two node containers (lab.nodes) with their own dockerd, the kubelet
-as their runit service (lab.nodekubelet), busybox and pause loaded. Beside each burst,
-the floor that Docker itself sets here, the peer: the same number of sandbox + app
-container pairs started at once directly through the Docker API inside the node(s)
-(pause on the `kubepods` bridge, busybox joined to its network namespace), timed from
-the request to the app container started. Then the idle node: CPU and memory of a node
-container with its dockerd and kubelet and no pods, over 20 s.
+as their runit service (lab.nodekubelet), busybox and pause loaded. Beside each run, the
+floor that Docker itself sets here, the peer: the same sandbox + app container pairs
+started directly through the Docker API inside the same node(s) (pause on the `kubepods`
+bridge, busybox joined to its network namespace), each from a thread of its own, all at
+once beside a burst and at the same rate beside the steady run, timed from the moment a
+pair is due to its app container started. Each run also prints what it cost the nodes:
+Docker API calls per pod (from dockerd's debug log), kubelet and engine CPU per pod, and
+the load average. First the idle node: CPU and memory of a node container with its
+dockerd and kubelet and no pods, over 20 s.
 
 `--runtime memory`: the same through the in-memory runtime (`MemoryRuntime`): nothing
 runs, so the figures are the kubelet's and the API's own overhead, on the hollow node's
@@ -30,13 +33,18 @@ The machine has two cores shared with other work: the CPU the process used is pr
 next to the figures.
 
     python -m bench.pods [--runtime memory|docker] [--burst 30] [--rate 5] [--seconds 60]
+        [--runs burst,steady] [--no-peer]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
+import functools
 import json
+import os
+import re
 import resource
 import statistics
 import sys
@@ -44,7 +52,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -289,58 +297,154 @@ def run_memory(args: argparse.Namespace) -> list[Result]:
 
 
 # The peer, run inside a node by its Python (which has the docker SDK): `count` sandbox +
-# app pairs started at once; prints each pair's seconds from request to app started.
+# app pairs, pair i requested at wall time `start + i * interval` (interval 0: all at
+# once), each by a thread of its own; prints each pair's seconds from its due time to its
+# app container started, and the pairs the engine failed (a call not answered in 300 s).
 PEER = """
 import json, sys, threading, time
 import docker
-count, pause, image, network, tag = int(sys.argv[1]), *sys.argv[2:6]
+count, interval, start = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+pause, image, network, tag = sys.argv[4:8]
 client = docker.from_env(timeout=300)
-took = [0.0] * count
-go = threading.Barrier(count)
+took = [None] * count
 failed = []
 def pair(i):
     labels = {"kubelab.bench": tag}
-    go.wait()
-    began = time.monotonic()
+    due = start + i * interval
+    time.sleep(max(0.0, due - time.time()))
     try:
         box = client.containers.run(pause, name=f"{tag}-sandbox-{i}", detach=True,
                                     network=network, ipc_mode="shareable", labels=labels)
         client.containers.run(image, ["sleep", "3600"], name=f"{tag}-app-{i}", detach=True,
                               network_mode=f"container:{box.id}",
                               ipc_mode=f"container:{box.id}", labels=labels)
+        took[i] = time.time() - due
     except Exception as exc:
         failed.append(f"pair {i}: {exc}")
-    took[i] = time.monotonic() - began
 threads = [threading.Thread(target=pair, args=(i,)) for i in range(count)]
 for t in threads: t.start()
 for t in threads: t.join()
-if failed:
-    sys.exit("; ".join(failed))
-print(json.dumps(took))
+print(json.dumps({"took": [t for t in took if t is not None], "failed": failed}))
 """
 
 
-def peer_burst(nodes: list[Node], count: int) -> list[float]:
-    """The direct-Docker floor: `count` pairs at once, spread over `nodes`."""
+def peer(nodes: list[Node], count: int, rate: float | None = None) -> list[float]:
+    """The direct-Docker floor: `count` pairs over `nodes`, all at once (`rate` None) or
+    at `rate` per second, pair i on node i mod len(nodes) at i / rate, as `steady` creates
+    its pods."""
     tag = f"peer-{uuid.uuid4().hex[:6]}"
-    shares = [count // len(nodes) + (i < count % len(nodes)) for i in range(len(nodes))]
+    n = len(nodes)
+    shares = [count // n + (i < count % n) for i in range(n)]
+    start = time.time() + 2.0  # every node's threads made before the first is due
     out: list[list[float]] = [[] for _ in nodes]
+    failures: list[str] = []
 
     def run(i: int) -> None:
+        interval = n / rate if rate else 0.0
+        offset = i / rate if rate else 0.0
         done = nodes[i].exec(
-            f"{NODE_VENV}/bin/python", "-c", PEER, str(shares[i]), PAUSE_IMAGE, BUSYBOX_IMAGE,
-            POD_NETWORK, tag, timeout=600,
+            f"{NODE_VENV}/bin/python", "-c", PEER, str(shares[i]), str(interval),
+            str(start + offset), PAUSE_IMAGE, BUSYBOX_IMAGE, POD_NETWORK, tag, timeout=900,
         )  # fmt: skip
-        out[i] = json.loads(done.stdout)
+        answer = json.loads(done.stdout)
+        out[i] = answer["took"]
+        if answer["failed"]:
+            failures.append(f"{nodes[i].name}: {len(answer['failed'])} pairs failed, as "
+                            f"{answer['failed'][0]}")  # fmt: skip
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(nodes))]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     for node in nodes:
-        node.sh(f"docker rm -f $(docker ps -aq --filter label=kubelab.bench={tag})", timeout=600)
+        node.sh(f"docker rm -f $(docker ps -aq --filter label=kubelab.bench={tag})", timeout=900)
+    for failure in failures:  # the engine gave up on them: a floor it cannot hold
+        print(f"peer: {failure}", flush=True)
     return [x for share in out for x in share]
+
+
+# Each node's dockerd logs every API request it serves ("Calling GET /v1.41/...") once
+# in debug mode, which a reload (SIGHUP) switches on without a restart.
+ENGINE_DEBUG = """python3 - <<'PY'
+import json
+path = "/etc/docker/daemon.json"
+with open(path) as f:
+    config = json.load(f)
+config["debug"] = True
+with open(path, "w") as f:
+    json.dump(config, f, indent=2)
+PY
+kill -HUP $(pidof dockerd)"""
+# CPU seconds of the kubelet and of the engine (dockerd, containerd) so far.
+CPU_SECONDS = """
+import os
+hz, kubelet, engine = os.sysconf("SC_CLK_TCK"), 0, 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    except OSError:
+        continue
+    ticks = int(fields[11]) + int(fields[12])
+    if b"agents.kubelet" in argv:
+        kubelet += ticks
+    elif os.path.basename(argv[0]) in (b"dockerd", b"containerd"):
+        engine += ticks
+print(kubelet / hz, engine / hz)
+"""
+
+
+def api_call(line: str) -> str:
+    """`GET /v1.41/containers/<id>/json?...` as `GET /containers/{id}/json`."""
+    method, _, path = line.partition(" ")
+    path = re.sub(r"^/v[0-9.]+", "", path.split("?")[0])
+    path = re.sub(r"^/images/.+/json$", "/images/{name}/json", path)
+    path = re.sub(r"^/(containers|exec|networks)/(?!json$|create$)[^/]+", r"/\1/{id}", path)
+    return f"{method} {path}"
+
+
+class Meter:
+    """What the nodes spent during one run: the Docker API calls their engines served
+    (kubelet and peer alike, from dockerd's debug log), the CPU of their kubelets and
+    engines, and the machine's load average (shared: figures are upper bounds)."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes = nodes
+        self.lines = [int(n.sh("wc -l < /var/log/dockerd.log")) for n in nodes]
+        self.cpu = [self._ticks(n) for n in nodes]
+        self.load = [os.getloadavg()[0]]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_load, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _ticks(node: Node) -> tuple[float, float]:
+        kubelet, engine = node.exec("python3", "-c", CPU_SECONDS).stdout.split()
+        return float(kubelet), float(engine)
+
+    def _sample_load(self) -> None:
+        while not self._stop.wait(5.0):
+            self.load.append(os.getloadavg()[0])
+
+    def report(self, pods: int) -> str:
+        """Per pod: Docker API calls (and the most frequent kinds), kubelet and engine CPU."""
+        self._stop.set()
+        self.load.append(os.getloadavg()[0])
+        calls: collections.Counter[str] = collections.Counter()
+        kubelet = engine = 0.0
+        for node, lines, (k0, e0) in zip(self.nodes, self.lines, self.cpu, strict=True):
+            log = node.sh(f"tail -n +{lines + 1} /var/log/dockerd.log", timeout=300)
+            calls.update(api_call(m) for m in re.findall(r'msg="Calling ([A-Z]+ [^"]+)"', log))
+            k1, e1 = self._ticks(node)
+            kubelet, engine = kubelet + k1 - k0, engine + e1 - e0
+        top = ", ".join(f"{what} {n / pods:.1f}" for what, n in calls.most_common(6))
+        return (
+            f"Docker API calls per pod {calls.total() / pods:.1f} ({top}); CPU per pod: "
+            f"kubelet {kubelet / pods * 1000:.0f} ms, dockerd+containerd "
+            f"{engine / pods * 1000:.0f} ms; load average {min(self.load):.1f}-"
+            f"{max(self.load):.1f}"
+        )
 
 
 def delete_pods(admin: RestClient, namespace: str, nodes: list[Node]) -> None:
@@ -371,6 +475,43 @@ def idle_usage(client: docker.DockerClient, node: Node, seconds: float = 20.0) -
     memory = last["memory_stats"]
     cache = int((memory.get("stats") or {}).get("total_inactive_file", 0))
     return used / 1e9 / (ended - began), int(memory["usage"]) - cache
+
+
+def measure(
+    results: list[Result],
+    notes: list[str],
+    what: str,
+    kubelab: Callable[[], list[float]],
+    floor: Callable[[], list[float]] | None,
+    nodes: list[Node],
+    clear: Callable[[], None],
+) -> None:
+    """One run through the kubelets, `clear` (their pods deleted: the pod network has
+    addresses for 253), then the same through the peer; the rows, the ratios and what
+    each cost the nodes."""
+    meter, before = Meter(nodes), cpu_seconds()
+    latencies = kubelab()
+    if latencies:
+        what_ = f"kubelab: {what}"
+        emit(results, Result(what_, len(latencies), latencies, cpu_seconds() - before))
+        note(notes, f"kubelab, {what}: {meter.report(len(latencies))}")
+    clear()
+    if floor is None:
+        return
+    meter = Meter(nodes)
+    floor_latencies = floor()
+    if not floor_latencies:
+        note(notes, f"peer, {what}: no pair started")
+        return
+    emit(
+        results,
+        Result(f"direct Docker (peer): {what}", len(floor_latencies), floor_latencies, None),
+    )
+    note(notes, f"peer, {what}: {meter.report(len(floor_latencies))}")
+    if latencies:
+        (k50, k99), (p50, p99) = quantiles(latencies), quantiles(floor_latencies)
+        note(notes, f"{what}: kubelab/peer p50 {k50 / p50:.2f}x, p99 {k99 / p99:.2f}x "
+             f"(target {TARGET_RATIO}x)")  # fmt: skip
 
 
 def run_docker(args: argparse.Namespace) -> tuple[list[Result], list[str]]:
@@ -408,35 +549,40 @@ def run_docker(args: argparse.Namespace) -> tuple[list[Result], list[str]]:
                     f"idle node (dockerd, kubelet, runit, sshd; no pods): CPU {cpu * 1000:.0f} "
                     f"millicores, memory {memory / 2**20:.0f} MiB (without page cache)",
                 )
+                for node in nodes:
+                    node.sh(ENGINE_DEBUG)
                 namespace = new_namespace(admin)
                 watch = RunningWatch(admin, namespace)
+                clear = functools.partial(delete_pods, admin, namespace, nodes)
                 try:
-                    for count in (1, 2):
+                    for count in (1, 2) if "burst" in args.runs else ():
                         used = nodes[:count]
-                        before = cpu_seconds()
-                        latencies = burst(watch, [n.name for n in used], args.burst, f"b{count}")
-                        what = f"kubelab: {args.burst} at once, {count} node(s)"
-                        emit(results, Result(what, args.burst, latencies, cpu_seconds() - before))
-                        delete_pods(admin, namespace, nodes)
-                        peer = peer_burst(used, args.burst)
-                        what = f"direct Docker (peer): {args.burst} pairs at once, {count} node(s)"
-                        emit(results, Result(what, args.burst, peer, None))
-                        ratio = quantiles(latencies)[0] / quantiles(peer)[0]
-                        ratio99 = quantiles(latencies)[1] / quantiles(peer)[1]
-                        note(
-                            notes,
-                            f"{count} node(s): kubelab/peer p50 {ratio:.2f}x, p99 {ratio99:.2f}x "
-                            f"(target {TARGET_RATIO}x)",
-                        )
-                    before = cpu_seconds()
-                    names = [n.name for n in nodes]
-                    latencies, missing = steady(watch, names, args.rate, args.seconds)
-                    if missing:
-                        note(notes, f"steady: {missing} of {len(latencies) + missing} pods not "
-                             "Running 2 minutes after the last create")  # fmt: skip
-                    what = f"kubelab: {args.rate:g}/s for {args.seconds:.0f} s, 2 nodes"
-                    emit(results, Result(what, len(latencies), latencies, cpu_seconds() - before))
-                    delete_pods(admin, namespace, nodes)
+                        what = f"{args.burst} at once, {count} node(s)"
+                        measure(
+                            results, notes, what,
+                            functools.partial(
+                                burst, watch, [n.name for n in used], args.burst, f"b{count}"
+                            ),
+                            functools.partial(peer, used, args.burst) if args.peer else None,
+                            used, clear,
+                        )  # fmt: skip
+                    if "steady" in args.runs:
+                        names = [n.name for n in nodes]
+                        total = int(args.rate * args.seconds)
+                        what = f"{args.rate:g}/s for {args.seconds:g} s, 2 nodes"
+
+                        def kubelab_steady() -> list[float]:
+                            latencies, missing = steady(watch, names, args.rate, args.seconds)
+                            if missing:
+                                note(notes, f"steady: {missing} of {total} pods not Running "
+                                     "2 minutes after the last create")  # fmt: skip
+                            return latencies
+
+                        measure(
+                            results, notes, what, kubelab_steady,
+                            (lambda: peer(nodes, total, args.rate)) if args.peer else None,
+                            nodes, clear,
+                        )  # fmt: skip
                 except TimeoutError:
                     for node in nodes:  # why: the kubelets' own words
                         log = node.sh("tail -n 40 /var/log/kubelet.log", check=False)
@@ -485,6 +631,19 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=30)
     parser.add_argument("--rate", type=float, default=5.0)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--peer",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the direct-Docker peer beside each run (--no-peer while iterating)",
+    )
+    parser.add_argument(
+        "--runs",
+        default="burst,steady",
+        type=lambda v: set(v.split(",")),
+        help="which runs, comma-separated: burst (30 at once on one node, then two), "
+        "steady (--rate pods/s for --seconds over two nodes); shorter while iterating",
+    )
     args = parser.parse_args()
     print("| run | pods | p50 create-to-Running | p99 | CPU of this process |")
     print("| --- | ---: | ---: | ---: | ---: |", flush=True)

@@ -11,20 +11,23 @@ A small YAML file describes the cluster, like kind's:
       - role: worker
 
 `up` is a list of actions, each printed as it starts and with its time when done:
-build the images (through `lab.images`, skipped when current), start the node
-containers on the lab's internal network (`lab.nodes`), load the images the nodes need
-(the node image itself into control-plane nodes: their static pods run it), run
-`labadm init` on the first control-plane node, `labadm join` on the workers (in
-parallel), fetch the admin kubeconfig and wait until every node is Ready. A summary of
-nodes, roles, addresses and the kubeconfig's path ends it.
+build the images (through `lab.images`, skipped when current), start the lab's
+registry mirror (`lab.registry`) and the node containers on the lab's internal network
+(`lab.nodes`), push the images pods pull to the registry (the node image too: the
+control plane's static pods run it) and load pause into the nodes, run `labadm init` on
+the first control-plane node, `labadm join` on the workers (in parallel), fetch the
+admin kubeconfig and wait until every node is Ready. A summary of nodes, roles,
+addresses and the kubeconfig's path ends it, and the lab's context is merged into the
+user's kubeconfig (`lab.kubeconfigs`). A running lab's other commands (stop, start,
+nodes add|remove, load-image, kubeconfig) are `lab.lifecycle`'s.
 
 Commands reach the nodes through `NodeShell`, one small interface, implemented over SSH
 (`lab.ssh.SSHShell`: fabric/paramiko, a key pair made per cluster, host keys pinned), so
 that VMs and real hosts given an inventory take the same path as node containers.
 `docker exec` is used only before sshd answers: to install the cluster's key and read
-the node's host key (`lab.ssh.authorize_docker_node`). `up` writes an Ansible
-inventory and an SSH config beside the kubeconfig (`lab.inventory`); `labctl ssh <node>
-[command]` runs OpenSSH with that config.
+the node's host key (`lab.ssh.authorize_docker_node`). The lab writes an Ansible
+inventory and an SSH config beside the kubeconfig (`lab.inventory`) whenever its nodes
+change; `labctl ssh <node> [command]` runs OpenSSH with that config.
 
 The lab's files are in `.lab/<name>/` (admin.conf, state.json, ssh/ with the keys,
 ssh_config, inventory.ini);
@@ -42,6 +45,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,10 +63,12 @@ from kubelab.client import (
     load_config,
     resource_for,
 )
-from lab.images import BUSYBOX_IMAGE, PAUSE_IMAGE, Builder
+from lab import kubeconfigs
+from lab.images import BUSYBOX_IMAGE, NGINX_IMAGE, PAUSE_IMAGE, Builder
 from lab.inventory import InventoryHost, write_files
 from lab.labadm.layout import API_PORT
-from lab.nodes import LAB_LABEL, Node, NodeCluster
+from lab.nodes import LAB_LABEL, Node, NodeCluster, NodeError
+from lab.registry import Registry, RegistryError
 from lab.ssh import ClusterKeys, Machine, SSHError, SSHShell, authorize_docker_node
 
 NODES = resource_for("v1", "Node")
@@ -73,7 +79,10 @@ DEFAULT_CONFIG = {
     "name": "kubelab",
     "nodes": [{"role": "control-plane"}, {"role": "worker"}, {"role": "worker"}],
 }
-IMAGES = ["busybox", "pause", "node"]
+IMAGES = ["busybox", "pause", "nginx", "node", "registry"]
+MIRRORED = (BUSYBOX_IMAGE, NGINX_IMAGE)
+"""Pushed to the lab's registry with the node image (pods pull them through the mirror);
+the pause image is not a docker.io name, so it is loaded into the nodes."""
 
 
 class LabError(RuntimeError):
@@ -146,12 +155,16 @@ class Lab:
     directory: Path
     prefix: str = ""
     shell: NodeShell | None = None
-    """Over SSH (`lab.ssh.SSHShell`) once the nodes' sshd answers; set by `up`."""
+    """Over SSH (`lab.ssh.SSHShell`), made on first use from the lab's keys."""
     builder: Builder = field(default_factory=Builder)
     nodes: NodeCluster | None = None
     timings: dict[str, float] = field(default_factory=dict)
     join_command: list[str] = field(default_factory=list)
     """What `labadm init` printed for workers to run (`join <endpoint> --token ...`)."""
+    registry: Registry | None = None
+    roles: dict[str, str] = field(default_factory=dict)
+    """Each node's role by its name."""
+    _pushing: Future[None] | None = None
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"kubelab-{self.config.name}"
@@ -173,10 +186,23 @@ class Lab:
     def inventory(self) -> Path:
         return self.directory / "inventory.ini"
 
-    def _ssh(self) -> NodeShell:
+    def ssh(self) -> NodeShell:
+        """The shell to the nodes: SSH with the lab's keys (made by `open_ssh`)."""
         if self.shell is None:
-            raise LabError("no SSH to the nodes yet: the nodes must be started first")
+            if not self.keys.private_key.exists():
+                raise LabError(f"no SSH keys in {self.keys.directory}: `labctl up` makes them")
+            self.shell = SSHShell(self.keys)
         return self.shell
+
+    def open_ssh(self, nodes: list[Node]) -> None:
+        """Install the cluster's key in `nodes` and pin their host keys (docker exec:
+        sshd is just up), write the inventory and the SSH config, and check that each
+        node answers over SSH."""
+        keys = self.keys.ensure()
+        for node in nodes:
+            authorize_docker_node(node, keys)
+        self._save_state()
+        self.ssh().run_many(nodes, ["true"], timeout=60)
 
     def _timed(self, key: str, title: str, action: Callable[[], None]) -> None:
         started = time.monotonic()
@@ -197,10 +223,12 @@ class Lab:
         image = self.builder.tags("node")[0]
         cluster = self.nodes = NodeCluster(self.prefix, client=client, image=image)
         names = self._names()
-        self._timed("nodes", f"Starting {len(names)} nodes", lambda: self._start(names))
+        self._timed(
+            "nodes", f"Starting the registry and {len(names)} nodes", lambda: self._start(names)
+        )
         self._save_state()
         self._timed("ssh", "Opening SSH to the nodes", lambda: self.open_ssh(cluster.nodes))
-        self._timed("load", "Loading images into the nodes", self._load_images)
+        self._timed("load", "Filling the registry, loading pause into the nodes", self._fill)
         control_plane = cluster.nodes[0]
         self._timed(
             "init",
@@ -228,52 +256,47 @@ class Lab:
 
     def _start(self, names: list[str]) -> None:
         assert self.nodes is not None
+        registry = self.registry = Registry(
+            self.prefix, self.nodes.create_network(), self.builder.client
+        )
+        registry.start(self.nodes.network_name)
+        print(f"   registry at {registry.ip}", flush=True)
+        # The pushes (the node image's takes the longest) overlap the nodes' start.
+        self._pushing = ThreadPoolExecutor(max_workers=1).submit(self._push)
         for name, role in zip(names, self.config.roles, strict=True):
-            node = self.nodes.add_node(name)
-            node.container.reload()
-            print(f"   {name} ({role}) at {node.ip}", flush=True)
+            self.add_node(name, role)
         for node in self.nodes.nodes:
             node.wait_ready(120)
 
-    def open_ssh(self, nodes: list[Node]) -> None:
-        """Install the cluster's key in `nodes` and pin their host keys (docker exec:
-        sshd is just up), then write the inventory and the SSH config for all nodes."""
-        keys = self.keys.ensure()
-        for node in nodes:
-            authorize_docker_node(node, keys)
-        if self.shell is None:
-            self.shell = SSHShell(keys)
-        assert self.nodes is not None and self.nodes.addressing is not None
-        write_files(
-            self.directory,
-            self._hosts(),
-            keys,
-            {
-                "kubelab_pod_network_cidr": str(self.nodes.addressing.subnet),
-                "kubelab_node_image": self.nodes.image,
-                "kubelab_kubeconfig": str(self.kubeconfig.resolve()),
-            },
-        )
-        # Every node answers over SSH before anything is run there.
-        self._ssh().run_many(nodes, ["true"], timeout=60)
+    def add_node(self, name: str, role: str) -> Node:
+        """A node container with the lab's registry as its dockerd's mirror."""
+        assert self.nodes is not None and self.registry is not None
+        node = self.nodes.add_node(name, registry_mirrors=(self.registry.url,))
+        self.roles[name] = role
+        print(f"   {name} ({role}) at {node.ip}", flush=True)
+        return node
 
-    def _hosts(self) -> list[InventoryHost]:
-        assert self.nodes is not None
-        return [
-            InventoryHost(n.name, n.ip, r)
-            for n, r in zip(self.nodes.nodes, self.config.roles, strict=True)
-        ]
+    def _push(self) -> None:
+        """The images pods pull go to the registry (the node image too: the control
+        plane's static pods and the DNS add-on run it). A pull through the mirror is
+        faster than `docker load` (docs/benchmarks.md)."""
+        assert self.registry is not None
+        self.registry.wait_ready()
+        for image in (*MIRRORED, self.builder.tags("node")[0]):
+            started = time.monotonic()
+            if self.registry.push(image):
+                print(f"   pushed {image} ({time.monotonic() - started:.1f}s)", flush=True)
 
-    def _load_images(self) -> None:
-        assert self.nodes is not None
-        for image in (BUSYBOX_IMAGE, PAUSE_IMAGE):
-            self.nodes.load_image(image)
-        # The control plane's static pods run the node image itself.
-        self.nodes.load_image(self.builder.tags("node")[0], self.nodes.nodes[:1])
+    def _fill(self) -> None:
+        """Pause loaded into the nodes (not a docker.io name, so not mirrored), and the
+        registry's pushes awaited."""
+        assert self.nodes is not None and self._pushing is not None
+        self.nodes.load_image(PAUSE_IMAGE)
+        self._pushing.result()
 
     def _init(self, node: Node, image: str) -> list[str]:
         assert self.nodes is not None and self.nodes.addressing is not None
-        out = self._ssh().run(
+        out = self.ssh().run(
             node,
             [
                 *LABADM, "init", f"--apiserver-advertise-address={node.ip}",
@@ -283,7 +306,7 @@ class Lab:
         )  # fmt: skip
         for line in out.splitlines():
             if line.startswith("labadm join "):
-                kubeconfig = self._ssh().run(node, ["cat", "/etc/kubelab/admin.conf"])
+                kubeconfig = self.ssh().run(node, ["cat", "/etc/kubelab/admin.conf"])
                 self.kubeconfig.write_text(kubeconfig)
                 self.kubeconfig.chmod(0o600)
                 return line.split()[1:]
@@ -294,8 +317,8 @@ class Lab:
         each takes its node name from its hostname and its address from what the name
         resolves to, which is the lab network's in a node container."""
         started = time.monotonic()
-        self._ssh().run_many(workers, [*LABADM, *join])
-        print(f"   {len(workers)} workers joined in {time.monotonic() - started:.1f}s", flush=True)
+        self.ssh().run_many(workers, [*LABADM, *join])
+        print(f"   {len(workers)} joined in {time.monotonic() - started:.1f}s", flush=True)
 
     def client(self) -> RestClient:
         return RestClient(load_config(self.kubeconfig), qps=None)
@@ -307,9 +330,13 @@ class Lab:
         deadline = time.monotonic() + timeout
         ready: set[str] = set()
         while time.monotonic() < deadline:
+            try:
+                items = client.list(NODES)["items"]
+            except (ServerUnreachable, StatusError):
+                items = []  # the apiserver is still starting (`labctl start`)
             ready = {
                 n["metadata"]["name"]
-                for n in client.list(NODES)["items"]
+                for n in items
                 if any(
                     c["type"] == "Ready" and c["status"] == "True"
                     for c in (n.get("status") or {}).get("conditions") or []
@@ -326,11 +353,16 @@ class Lab:
     def summary(self) -> None:
         assert self.nodes is not None
         print(f"\nCluster {self.config.name!r} is up ({self.timings['total']:.0f}s):")
-        for node, role in zip(self.nodes.nodes, self.config.roles, strict=True):
+        for node in self.nodes.nodes:
+            role = self.roles[node.name]
             print(f"  {node.name:<10} {role:<14} {node.ip:<15} container {node.container_name}")
+        if self.registry is not None:
+            print(f"  {'registry':<10} {'mirror':<14} {self.registry.ip:<15} {self.registry.url}")
         server = f"https://{self.nodes.nodes[0].ip}:{API_PORT}"
-        print(f"\napiserver: {server}\nkubeconfig: {self.kubeconfig.resolve()}\n")
-        print(f"  export KUBECONFIG={self.kubeconfig.resolve()}")
+        merged = kubeconfigs.merge(self.kubeconfig, self.config.name)
+        context = kubeconfigs.context_name(self.config.name)
+        print(f"\napiserver: {server}\nkubeconfig: {self.kubeconfig.resolve()}")
+        print(f"context {context!r} merged into {merged} and made current:\n")
         print("  .venv/bin/kubectl get nodes")
         print("Remove it: make down (labctl down)")
 
@@ -339,23 +371,42 @@ class Lab:
         state = {
             "prefix": self.prefix,
             "nodes": [
-                {"name": h.name, "role": h.role, "ip": h.ip, "container": n.container_name}
-                for n, h in zip(self.nodes.nodes, self._hosts(), strict=True)
+                {
+                    "name": n.name,
+                    "role": self.roles[n.name],
+                    "ip": n.ip,
+                    "container": n.container_name,
+                }
+                for n in self.nodes.nodes
             ],
         }
         (self.directory / "state.json").write_text(json.dumps(state, indent=2))
+        if self.keys.private_key.exists() and self.nodes.addressing is not None:
+            hosts = [InventoryHost(n.name, n.ip, self.roles[n.name]) for n in self.nodes.nodes]
+            variables = {
+                "kubelab_pod_network_cidr": str(self.nodes.addressing.subnet),
+                "kubelab_node_image": self.nodes.image,
+                "kubelab_kubeconfig": str(self.kubeconfig.resolve()),
+            }
+            write_files(self.directory, hosts, self.keys, variables)
 
     def down(self) -> None:
-        if self.shell is not None:
-            self.shell.close()
+        state = self.directory / "state.json"
+        if state.exists():  # the prefix the lab was made with (`up --prefix`)
+            self.prefix = json.loads(state.read_text())["prefix"]
         with step(f"Removing the lab {self.config.name!r} ({self.prefix})"):
             NodeCluster(self.prefix, client=self.builder.client).remove()
-        for path in (
-            self.kubeconfig,
-            self.directory / "state.json",
-            self.ssh_config,
-            self.inventory,
-        ):
+        if kubeconfigs.unmerge(self.config.name):
+            print(
+                f"   context {kubeconfigs.context_name(self.config.name)!r} removed from "
+                f"{kubeconfigs.user_kubeconfig()}",
+                flush=True,
+            )
+        if self.shell is not None:
+            self.shell.close()
+        for path in (self.kubeconfig, self.directory / "state.json"):
+            path.unlink(missing_ok=True)
+        for path in (self.ssh_config, self.inventory):
             path.unlink(missing_ok=True)
         shutil.rmtree(self.keys.directory, ignore_errors=True)
 
@@ -389,6 +440,22 @@ class Lab:
         print(f"kubeconfig: {self.kubeconfig.resolve()}")
 
 
+USAGE = {
+    "nodes": "add | remove <name>",
+    "load-image": "<image>",
+    "ssh": "<node> [command ...] (the command's own options after --)",
+}
+"""The operands of the actions that take some."""
+
+
+def operands_fit(action: str, operands: list[str]) -> bool:
+    if action == "ssh":
+        return len(operands) >= 1
+    if action == "nodes":
+        return operands == ["add"] or (len(operands) == 2 and operands[0] == "remove")
+    return len(operands) == (1 if action == "load-image" else 0)
+
+
 def ssh(directory: Path, node: str, command: list[str]) -> None:
     """`labctl ssh <node> [command]`: OpenSSH with the lab's config, in this process."""
     config = directory / "ssh_config"
@@ -398,44 +465,57 @@ def ssh(directory: Path, node: str, command: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # A running lab's commands; lab.lifecycle builds on this module.
+    from lab import lifecycle
+
+    actions: dict[str, Callable[[Lab, list[str]], object]] = {
+        "up": lambda lab, _: lab.up(),
+        "down": lambda lab, _: lab.down(),
+        "status": lambda lab, _: lab.status(),
+        "stop": lambda lab, _: lifecycle.stop(lab),
+        "start": lambda lab, _: lifecycle.start(lab),
+        "nodes": lambda lab, ops: (
+            lifecycle.add_worker(lab) if ops[0] == "add" else lifecycle.remove_worker(lab, ops[1])
+        ),
+        "load-image": lambda lab, ops: lifecycle.load_image(lab, ops[0]),
+        "kubeconfig": lambda lab, _: lifecycle.print_kubeconfig(lab),
+        "ssh": lambda lab, ops: ssh(lab.directory, ops[0], ops[1:]),
+    }
     p = argparse.ArgumentParser(
-        prog="labctl", description="The Docker lab: up, down, status, ssh <node> [command]"
+        prog="labctl",
+        description="The Docker lab: up, down, status, stop, start, nodes add|remove <name>, "
+        "load-image <image>, kubeconfig, ssh <node> [command]",
     )
-    p.add_argument("action", choices=["up", "down", "status", "ssh"])
-    p.add_argument("node", nargs="?", help="ssh: the node's name (cp1, worker1, ...)")
+    p.add_argument("action", choices=list(actions))
+    p.add_argument("operands", nargs="*", help="; ".join(f"{a}: {u}" for a, u in USAGE.items()))
     p.add_argument("--config", type=Path, help="cluster config (YAML, like kind's)")
     p.add_argument("--name", help="the cluster's name (overrides the config's)")
     p.add_argument("--dir", type=Path, default=Path(".lab"), help="where the labs' files go")
     p.add_argument("--prefix", default="", help="name prefix of the lab's Docker objects")
-    p.epilog = "labctl ssh <node> [command ...]: the command's own options after `--`"
-    # The command to run over ssh: what follows `--`, or what labctl's parser does not know.
+    # ssh's command: what follows `--`, and what labctl's own options are not.
     argv = sys.argv[1:] if argv is None else argv
     after = argv.index("--") if "--" in argv else len(argv)
-    args, command = p.parse_known_args(argv[:after])
-    command += argv[after + 1 :]
-    if args.action == "ssh" and not args.node and command:  # options came before the node
-        args.node = command.pop(0)
-    if (args.action == "ssh") != bool(args.node) or (command and args.action != "ssh"):
-        p.error("a node name and a command go with ssh only: labctl ssh <node> [command]")
+    args, unknown = p.parse_known_args(argv[:after])
+    if args.action != "ssh" and (unknown or argv[after:]):
+        p.error(f"unrecognized arguments: {' '.join(unknown or argv[after:])}")
+    args.operands += [*unknown, *argv[after + 1 :]]
+    if not operands_fit(args.action, args.operands):
+        p.error(f"usage: labctl {args.action} {USAGE.get(args.action, '(no operands)')}")
     try:
         config = ClusterConfig.load(args.config)
         if args.name:
             config = ClusterConfig.parse(
                 {"name": args.name, "nodes": [{"role": r} for r in config.roles]}
             )
-        if args.action == "ssh":
-            ssh(args.dir / config.name, args.node, command)
-            return
         lab = Lab(config, args.dir / config.name, prefix=args.prefix)
-        if args.action == "up":
-            lab.up()
-        elif args.action == "down":
-            lab.down()
-        else:
-            lab.status()
-    except (LabError, SSHError, docker.errors.DockerException) as exc:
+        actions[args.action](lab, args.operands)
+    except (LabError, NodeError, RegistryError, SSHError, docker.errors.DockerException) as exc:
         sys.exit(f"error: {exc}")
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m lab.cluster`: through the imported module, so that lab.lifecycle (which
+    # imports lab.cluster) raises the LabError that main catches.
+    from lab.cluster import main as labctl
+
+    labctl()

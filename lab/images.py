@@ -56,6 +56,7 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 BUSYBOX_IMAGE = "busybox:latest"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 NGINX_IMAGE = "nginx:1.21"
+REGISTRY_IMAGE = "kubelab/registry:2.8"
 NODE_BASE_REPOSITORY = "kubelab/node-base"
 NODE_REPOSITORY = "kubelab/node"
 # The newest build from any worktree; a lab or a test session that must run exactly its
@@ -376,6 +377,50 @@ def make_nginx(builder: Builder, work: Path, digest: str) -> None:
     )
 
 
+# -- registry -----------------------------------------------------------------------
+
+
+def registry_inputs() -> Iterator[tuple[str, bytes]]:
+    yield from files_under(IMAGES_DIR / "registry")
+    yield "apt", candidate_versions(package_list(IMAGES_DIR / "registry" / "packages"))
+
+
+def make_registry(builder: Builder, work: Path, digest: str) -> None:
+    """Debian's docker-registry (distribution 2.8): its binary, the two files of libc it
+    links, and a config without Debian's htpasswd; about 24 MB."""
+    require("apt-get", "dpkg-deb")
+    packages = package_list(IMAGES_DIR / "registry" / "packages")
+    run("apt-get", "download", "-q", *packages, cwd=work)
+    unpacked = work / "deb"
+    for deb in sorted(work.glob("*.deb")):
+        run("dpkg-deb", "-x", str(deb), str(unpacked))
+    (deb,) = work.glob("docker-registry_*.deb")
+    version = run("dpkg-deb", "-f", str(deb), "Version").strip()
+    rootfs = work / "rootfs"
+    libs = Path("lib/x86_64-linux-gnu")
+    for item in ("usr/bin/docker-registry", libs / "libc.so.6", libs / "ld-linux-x86-64.so.2"):
+        (rootfs / item).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(unpacked / item, rootfs / item)
+    (rootfs / "lib64").mkdir()
+    (rootfs / "lib64" / "ld-linux-x86-64.so.2").symlink_to(f"/{libs}/ld-linux-x86-64.so.2")
+    for directory in ("etc/docker/registry", "var/lib/registry", "tmp"):
+        (rootfs / directory).mkdir(parents=True, exist_ok=True)
+    (rootfs / "tmp").chmod(0o1777)
+    shutil.copy2(IMAGES_DIR / "registry" / "config.yml", rootfs / "etc/docker/registry")
+    builder.import_rootfs(
+        rootfs,
+        "registry",
+        digest,
+        [
+            'ENTRYPOINT ["/usr/bin/docker-registry"]',
+            'CMD ["serve", "/etc/docker/registry/config.yml"]',
+            "EXPOSE 5000",
+            'VOLUME ["/var/lib/registry"]',
+        ],
+        version=f"Debian docker-registry {version}",
+    )
+
+
 # -- node ---------------------------------------------------------------------------
 
 
@@ -519,6 +564,15 @@ _register(
         make_nginx,
         nginx_inputs,
         help="Debian's nginx-light (really 1.22, tagged 1.21 as the seeds ask)",
+    )
+)
+_register(
+    Recipe(
+        "registry",
+        (REGISTRY_IMAGE,),
+        make_registry,
+        registry_inputs,
+        help="the lab's registry mirror: Debian's docker-registry, no auth",
     )
 )
 # The base's tag carries its digest so that the node layer's FROM names exactly it.

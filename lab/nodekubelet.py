@@ -27,9 +27,8 @@ POD_NETWORK = "kubepods"
 def install_kubelet(api: NodeAPI, node: Node, flags: Sequence[str] = ()) -> None:
     """Credentials, serving certificate and flags of `node`'s kubelet; then start it.
     `flags` come after the ones set here (and so override them)."""
-    env = api.env
     api.install(node, KUBECONFIG, f"system:node:{node.name}", ("system:nodes",))
-    ca = pki.load_pair(env.directory, "ca")
+    ca = pki.load_pair(api.ca_dir, "ca")
     serving = pki.issue(ca, node.name, server=True, ip_addresses=[node.ip])
     node.write_file(f"{PKI}/kubelet.crt", serving.cert_pem(), 0o644)
     node.write_file(f"{PKI}/kubelet.key", serving.key_pem())

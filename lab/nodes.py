@@ -28,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -44,6 +45,19 @@ DEFAULT_SUBNET = "10.244.0.0/16"
 # A pull of docker.io/... would wait on lookups Docker's embedded DNS cannot answer on an
 # internal network; mapped to the node itself, it fails at once or goes to the mirror.
 DOCKER_IO_NAMES = ("docker.io", "index.docker.io", "registry-1.docker.io", "auth.docker.io")
+# A node's named volumes (`<container>-<suffix>`): the inner dockerd's data (overlay2
+# cannot sit on the container's own overlay), and the cluster's state labadm writes
+# (certificates, kubeconfigs and manifests; the kubelet's state; the store's data), so
+# that it outlives the container's layer.
+NODE_VOLUMES = {
+    "docker": "/var/lib/docker",
+    "etc": "/etc/kubelab",
+    "kubelet": "/var/lib/kubelet",
+    "store": "/var/lib/kubelab-store",
+}
+# Started again by an engine restart unless stopped on purpose (`labctl stop`); the
+# docker stubs know only "always" and "on-failure".
+UNLESS_STOPPED: Any = {"Name": "unless-stopped"}
 # Where a subnet is taken: another lab (another test run) may hold 10.244.0.0/16.
 SUBNET_CANDIDATES = tuple(f"10.{second}.0.0/16" for second in range(244, 256))
 
@@ -125,8 +139,11 @@ class Node:
             self.container.reload()
             if self.container.status != "running":
                 break
-            if self.exec("docker", "version", check=False, timeout=10).returncode == 0:
-                return
+            try:
+                if self.exec("docker", "version", check=False, timeout=10).returncode == 0:
+                    return
+            except subprocess.TimeoutExpired:
+                continue  # a busy engine: docker exec itself can take that long
             time.sleep(0.2)
         self.container.reload()
         tail = self.container.logs(tail=30).decode(errors="replace")
@@ -199,9 +216,12 @@ class NodeCluster:
         index = max((n.index for n in self.nodes), default=-1) + 1
         ip = self.addressing.node_ip(index)
         container_name = f"{self.prefix}-{name}"
-        volume = self.client.volumes.create(
-            f"{container_name}-docker", labels=self.labels("docker-volume")
-        )
+        volumes = {
+            self.client.volumes.create(
+                f"{container_name}-{suffix}", labels=self.labels(f"{suffix}-volume")
+            ).name: {"bind": path, "mode": "rw"}
+            for suffix, path in NODE_VOLUMES.items()
+        }
         endpoint = self.client.api.create_endpoint_config(ipv4_address=ip)
         container = self.client.containers.run(
             self.image,
@@ -215,12 +235,14 @@ class NodeCluster:
             cap_drop=["SYS_RESOURCE"],
             security_opt=["seccomp=unconfined", "apparmor=unconfined"],
             tmpfs={"/run": "rw,nosuid,nodev,exec", "/tmp": "rw,nosuid,nodev,exec"},
-            volumes={volume.name: {"bind": "/var/lib/docker", "mode": "rw"}},
+            volumes=volumes,
             sysctls={"net.ipv4.ip_forward": "1"},
             extra_hosts={host: "127.0.0.1" for host in DOCKER_IO_NAMES},
             network=self.network_name,
             networking_config={self.network_name: endpoint},
             mem_limit=memory,
+            # An engine restart starts the nodes again (labctl stop leaves them stopped).
+            restart_policy=UNLESS_STOPPED,
             environment={"KUBELAB_REGISTRY_MIRRORS": ",".join(registry_mirrors)},
         )
         node = Node(
@@ -231,9 +253,10 @@ class NodeCluster:
         return node
 
     def remove_node(self, node: Node) -> None:
-        """Remove one node's container and its volume."""
+        """Remove one node's container and its volumes."""
         node.container.remove(force=True, v=True)
-        self.client.volumes.get(f"{node.container_name}-docker").remove(force=True)
+        for suffix in NODE_VOLUMES:
+            self.client.volumes.get(f"{node.container_name}-{suffix}").remove(force=True)
         self.nodes.remove(node)
 
     def pod_cidr(self, node: Node) -> str:

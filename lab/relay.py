@@ -21,7 +21,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubelab.client import RestClient, write_kubeconfig
+from kubelab import pki
+from kubelab.client import ClientConfig, RestClient, write_kubeconfig
 from lab.nodes import Node
 from lab.testenv import Environment
 
@@ -94,11 +95,15 @@ class Relay:
 
 @dataclass
 class NodeAPI:
-    """The session's apiserver (`lab.testenv`) as the nodes reach it: `kubernetes:<port>`
-    in a node is the relay on the lab network's gateway (lab.relay), forwarding to the
-    apiserver on the host's loopback; `kubernetes` is a name its certificate holds."""
+    """An apiserver on the host as the nodes reach it: `kubernetes:<port>` in a node is
+    the relay on the lab network's gateway (lab.relay), forwarding to the apiserver on
+    the host's loopback; `kubernetes` is a name its certificate holds. Either the
+    session's in-process apiserver (`open`, lab.testenv) or a control plane's real
+    processes (`serve`, lab.localplane: the live-data path needs them)."""
 
-    env: Environment
+    url: str
+    ca_dir: Path
+    """Where the cluster CA's ca.crt and ca.key are: node credentials are issued from it."""
     relay: Relay
     client: RestClient
     """The admin's client, for the caller's own API calls."""
@@ -106,10 +111,16 @@ class NodeAPI:
     @classmethod
     def open(cls, env: Environment, gateway: str) -> NodeAPI:
         """Relay from `gateway` (the lab network's, see lab.nodes) to `env`'s apiserver."""
-        port = urllib.parse.urlsplit(env.url).port
+        return cls.serve(env.url, env.directory, gateway)
+
+    @classmethod
+    def serve(cls, url: str, ca_dir: Path, gateway: str) -> NodeAPI:
+        """Relay from `gateway` to the apiserver at `url` whose CA is in `ca_dir`."""
+        port = urllib.parse.urlsplit(url).port
         assert port is not None
         relay = Relay(gateway, ("127.0.0.1", port)).start()
-        return cls(env, relay, RestClient(env.client_config(), qps=None))
+        admin = _client_config(url, ca_dir, "kubernetes-admin", ("system:masters",))
+        return cls(url, ca_dir, relay, RestClient(admin, qps=None))
 
     def close(self) -> None:
         self.client.close()
@@ -121,7 +132,7 @@ class NodeAPI:
 
     def kubeconfig_for_nodes(self, user: str, groups: tuple[str, ...] = ()) -> bytes:
         """A kubeconfig for `user` in `groups` with the server as nodes reach it."""
-        config = self.env.client_config(user=user, groups=groups)
+        config = _client_config(self.url, self.ca_dir, user, groups)
         assert config.ca_data and config.client_cert_data and config.client_key_data
         with tempfile.TemporaryDirectory() as tmp:
             path = write_kubeconfig(
@@ -143,3 +154,15 @@ class NodeAPI:
         entry = f"{self.relay.host} kubernetes"
         node.sh(f"grep -qx '{entry}' /etc/hosts || echo '{entry}' >> /etc/hosts")
         node.write_file(path, self.kubeconfig_for_nodes(user, groups))
+
+
+def _client_config(url: str, ca_dir: Path, user: str, groups: tuple[str, ...]) -> ClientConfig:
+    """Credentials for `user` in `groups`: a client certificate of the CA in `ca_dir`."""
+    ca = pki.load_pair(ca_dir, "ca")
+    cert = pki.issue(ca, user, organizations=list(groups), client=True)
+    return ClientConfig(
+        server=url,
+        ca_data=ca.cert_pem(),
+        client_cert_data=cert.cert_pem(),
+        client_key_data=cert.key_pem(),
+    )

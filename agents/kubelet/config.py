@@ -92,7 +92,9 @@ class KubeletConfig:
     cgroup_root: str = "kubepods"
     """The parent of the pods' cgroups (by QoS class: kubepods/burstable/pod<uid>)."""
     workers: int = 4
-    """Threads syncing pods (each pod is synced by one at a time)."""
+    """Threads syncing pods (each pod is synced by one at a time). Also the most pod
+    starts the engine gets at once: on two cores, 16 made it thrash and fall behind a
+    steady 5 pods/s where 4 kept up best (docs/benchmarks.md)."""
 
 
 def _reserved(text: str) -> Reserved:

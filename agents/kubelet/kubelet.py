@@ -25,7 +25,6 @@ from collections.abc import Callable
 
 from agents.kubelet.certificates import Rotator
 from agents.kubelet.config import KubeletConfig
-from agents.kubelet.events import Recorder
 from agents.kubelet.eviction import EvictionManager
 from agents.kubelet.machine import Machine
 from agents.kubelet.node import NodeStatus
@@ -35,6 +34,7 @@ from agents.kubelet.server import Authorizer, KubeletServer
 from agents.kubelet.volumes import VolumeManager
 from kubelab.api.errors import StatusError
 from kubelab.client import RestClient, ServerUnreachable, SharedInformer, resource_for
+from kubelab.client.record import EventRecorder
 from kubelab.client.rest import Object
 
 log = logging.getLogger("kubelab.kubelet")
@@ -61,7 +61,12 @@ class Kubelet:
         self.runtime = runtime
         self.machine = machine
         self.node_status = NodeStatus(config, client, runtime, machine)
-        self.recorder = Recorder(client if events else None, config.node_name)
+        self.recorder = EventRecorder(
+            client if events else None,
+            "kubelet",
+            host=config.node_name,
+            object_type=("v1", "Pod"),
+        )
         volume_manager = None
         self.workers = PodWorkers(
             config,
@@ -122,6 +127,7 @@ class Kubelet:
 
     def start(self, timeout: float = 30.0) -> None:
         """Register the node, then run everything in background threads."""
+        self.recorder.start()
         deadline = time.monotonic() + timeout
         pods_running = False
         while True:
@@ -247,6 +253,7 @@ class Kubelet:
             self.server.server_close()
         for t in self.threads:
             t.join(timeout=10)
+        self.recorder.stop(timeout=2.0)
 
 
 def _usage(machine: Machine) -> tuple[int, int]:

@@ -2,7 +2,8 @@
 wake-up for the pod's worker whenever that changes.
 
 It relists (every sandbox and container of this node, found by their labels) every
-`relist_period`, and at once when the engine's event stream says something happened, so
+`relist_period`, and at once when the engine's event stream says something happened (unless
+a relist began after the event, which saw it already: events come in bursts), so
 a container that exits is noticed within moments and one whose event was missed (the
 stream broke, the engine restarted) within a period. The snapshot is the kubelet's only
 view of the runtime: after a kubelet restart the first relist finds what is already
@@ -111,10 +112,13 @@ class PLEG:
             deadline = time.monotonic() + self.relist_period
             self.relist()
             try:
-                for _event in self.runtime.events(max(0.0, deadline - time.monotonic())):
-                    self.relist()
+                for event in self.runtime.events(max(0.0, deadline - time.monotonic())):
                     if stop.is_set():
                         return
+                    # A pod start brings four events (create and start, sandbox and app)
+                    # in a burst: one relist that began after an event covers it.
+                    if not event.at or event.at >= self._relisted_at:
+                        self.relist()
             except Exception as exc:
                 log.warning("kubelet %s: runtime events: %s", self.runtime.node, exc)
                 stop.wait(max(0.0, deadline - time.monotonic()))

@@ -34,7 +34,6 @@ import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from agents.kubelet import podspec, probes
 from agents.kubelet.config import KubeletConfig
-from agents.kubelet.events import NORMAL, WARNING, Recorder
 from agents.kubelet.pleg import PLEG, PodSnapshot
 from agents.kubelet.runtime import (
     CONTAINER_NAME,
@@ -59,6 +58,7 @@ from kubelab.client import (
     WorkQueue,
     resource_for,
 )
+from kubelab.client.record import NORMAL, WARNING, EventRecorder
 from kubelab.client.rest import PatchType
 
 log = logging.getLogger("kubelab.kubelet.pods")
@@ -111,6 +111,9 @@ class PodState:
     mount_error: str = ""
     evicted: str = ""
     """Why the kubelet evicted the pod (node pressure); it then stays Failed."""
+    acted_at: float = 0.0
+    """When the worker last started something of the pod: its next sync reads a runtime
+    state relisted after that."""
 
 
 def _latest(
@@ -122,6 +125,19 @@ def _latest(
         key=lambda c: (c.attempt, c.created_at),
     )
     return (found[-1] if found else None), found[:-1]
+
+
+def _desired(pod: Object) -> tuple[object, ...]:
+    """What a sync acts on: the pod less its status and bookkeeping (resourceVersion,
+    managedFields), as Kubernetes' `podsDifferSemantically`."""
+    meta = pod["metadata"]
+    return (
+        pod.get("spec"),
+        meta.get("labels"),
+        meta.get("annotations"),
+        meta.get("deletionTimestamp"),
+        meta.get("deletionGracePeriodSeconds"),
+    )
 
 
 def _ready_sandbox(snapshot: PodSnapshot) -> SandboxStatus | None:
@@ -141,7 +157,7 @@ class PodWorkers:
         config: KubeletConfig,
         client: RestClient,
         runtime: Runtime,
-        recorder: Recorder,
+        recorder: EventRecorder,
         volumes: VolumeManager | None,
         allocatable: dict[str, str],
     ) -> None:
@@ -173,9 +189,14 @@ class PodWorkers:
             st = self.pods.get(uid)
             if st is None:
                 self.pods[uid] = PodState(pod, static=static)
+                changed = True
             else:
+                changed = st.pod is None or _desired(st.pod) != _desired(pod)
                 st.pod = pod
-        self.queue.add(uid)
+        # The kubelet's own status writes come back through the watch: they change
+        # nothing to do (Kubernetes' config source drops them the same way).
+        if changed:
+            self.queue.add(uid)
 
     def remove(self, uid: str) -> None:
         """A pod is gone from its source: stop and remove what is left of it."""
@@ -234,7 +255,13 @@ class PodWorkers:
             self._write_status(uid, st, pod)
             return
         st.wake_at = None
+        acted_at = st.acted_at
         self._sync(uid, st, pod)
+        if st.acted_at != acted_at:
+            # It started something: the status it writes shows that (Running), from a
+            # relist after the start, rather than Pending and then Running from another
+            # sync that would wait in the queue behind other pods' starts.
+            self.pleg.snapshot(uid, newer_than=st.acted_at)
         self._write_status(uid, st, pod)
         self._gc_containers(uid, pod)
         wake = min(
@@ -287,7 +314,9 @@ class PodWorkers:
     def _sync(self, uid: str, st: PodState, pod: Object) -> None:
         spec = pod.get("spec") or {}
         policy = spec.get("restartPolicy") or "Always"
-        snap = self.pleg.snapshot(uid)
+        # Never older than this worker's own last change, or it would act on a runtime
+        # state from before it (a second sandbox), as Kubernetes' GetNewerThan.
+        snap = self.pleg.snapshot(uid, newer_than=st.acted_at)
         if st.terminated:
             return
         if st.start_time is None:
@@ -300,7 +329,6 @@ class PodWorkers:
             sandbox = self._new_sandbox(uid, st, pod, snap)
             if sandbox is None:
                 return
-            snap = self.pleg.snapshot(uid)
         try:
             volumes = (
                 self.volumes.setup(pod, self.config.node_ip, sandbox.ip, self.allocatable)
@@ -371,7 +399,7 @@ class PodWorkers:
         d = podspec.dns(pod, self.config.cluster_dns, self.config.cluster_domain)
         attempt = max((s.attempt + 1 for s in snap.sandboxes), default=0)
         try:
-            self.runtime.run_sandbox(
+            started = self.runtime.run_sandbox(
                 SandboxConfig(
                     pod=ref,
                     attempt=attempt,
@@ -390,6 +418,7 @@ class PodWorkers:
             )
             self._wake(st, time.time() + 5.0)
             return None
+        st.acted_at = time.time()
         if attempt > 0:
             self.recorder.event(
                 pod,
@@ -397,7 +426,7 @@ class PodWorkers:
                 "SandboxChanged",
                 "Pod sandbox changed, it will be killed and re-created.",
             )
-        return _ready_sandbox(self.pleg.snapshot(uid, newer_than=time.time()))
+        return started if started.ready else None
 
     def _ensure_image(self, st: PodState, pod: Object, c: Object) -> bool:
         """Pull the image as imagePullPolicy says; False (with the waiting reason set)
@@ -408,23 +437,29 @@ class PodWorkers:
         present = self.runtime.image_status(image)
         if present is not None and policy != "Always":
             self.recorder.event(
-                pod, NORMAL, "Pulled", f'Container image "{image}" already present on machine', path
+                pod,
+                NORMAL,
+                "Pulled",
+                f'Container image "{image}" already present on machine',
+                field_path=path,
             )
             return True
         if policy == "Never":
             message = f'Container image "{image}" is not present with pull policy of Never'
             st.waiting[name] = ("ErrImageNeverPull", message)
-            self.recorder.event(pod, WARNING, "ErrImageNeverPull", message, path)
+            self.recorder.event(pod, WARNING, "ErrImageNeverPull", message, field_path=path)
             self._wake(st, time.time() + self.config.image_pull_backoff)
             return False
         backoff = st.backoff.setdefault(f"pull:{name}", Backoff())
         now = time.time()
         if now < backoff.until:
             st.waiting[name] = ("ImagePullBackOff", f'Back-off pulling image "{image}"')
-            self.recorder.event(pod, NORMAL, "BackOff", f'Back-off pulling image "{image}"', path)
+            self.recorder.event(
+                pod, NORMAL, "BackOff", f'Back-off pulling image "{image}"', field_path=path
+            )
             self._wake(st, backoff.until)
             return False
-        self.recorder.event(pod, NORMAL, "Pulling", f'Pulling image "{image}"', path)
+        self.recorder.event(pod, NORMAL, "Pulling", f'Pulling image "{image}"', field_path=path)
         began = time.monotonic()
         try:
             self.runtime.pull_image(image)
@@ -438,7 +473,7 @@ class PodWorkers:
             backoff.until = now + backoff.delay
             message = f'Failed to pull image "{image}": {exc}'
             st.waiting[name] = ("ErrImagePull", message)
-            self.recorder.event(pod, WARNING, "Failed", message, path)
+            self.recorder.event(pod, WARNING, "Failed", message, field_path=path)
             self._wake(st, backoff.until)
             return False
         st.backoff.pop(f"pull:{name}", None)
@@ -447,7 +482,7 @@ class PodWorkers:
             NORMAL,
             "Pulled",
             f'Successfully pulled image "{image}" in {time.monotonic() - began:.3f}s',
-            path,
+            field_path=path,
         )
         return True
 
@@ -478,7 +513,7 @@ class PodWorkers:
                 )
                 st.waiting[name] = ("CrashLoopBackOff", message)
                 self.recorder.event(
-                    pod, WARNING, "BackOff", "Back-off restarting failed container", path
+                    pod, WARNING, "BackOff", "Back-off restarting failed container", field_path=path
                 )
                 self._wake(st, backoff.until)
                 return
@@ -488,20 +523,23 @@ class PodWorkers:
             config = self._container_config(pod, c, sandbox, latest, volumes)
         except (podspec.ConfigError, MountError) as exc:
             st.waiting[name] = ("CreateContainerConfigError", str(exc))
-            self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", path)
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", field_path=path)
             self._wake(st, now + 2.0)
             return
         try:
             cid = self.runtime.create_container(sandbox.id, config)
-            self.recorder.event(pod, NORMAL, "Created", f"Created container {name}", path)
+            self.recorder.event(
+                pod, NORMAL, "Created", f"Created container {name}", field_path=path
+            )
             self.runtime.start_container(cid)
+            st.acted_at = time.time()
         except ImageNotFound as exc:
             st.waiting[name] = ("ErrImagePull", str(exc))
             self._wake(st, now + self.config.image_pull_backoff)
             return
         except RuntimeFailure as exc:
             st.waiting[name] = ("RunContainerError", str(exc))
-            self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", path)
+            self.recorder.event(pod, WARNING, "Failed", f"Error: {exc}", field_path=path)
             self._wake(st, now + 2.0)
             return
         st.waiting.pop(name, None)
@@ -515,7 +553,7 @@ class PodWorkers:
         else:
             backoff.delay = self.config.crash_loop_backoff
         backoff.until = 0.0
-        self.recorder.event(pod, NORMAL, "Started", f"Started container {name}", path)
+        self.recorder.event(pod, NORMAL, "Started", f"Started container {name}", field_path=path)
 
     def note_exit(self, st: PodState, name: str, finished_at: float) -> None:
         backoff = st.backoff.setdefault(name, Backoff(delay=self.config.crash_loop_backoff))
@@ -600,14 +638,16 @@ class PodWorkers:
             }[kind]
             path = f"spec.containers{{{c['name']}}}"
             if not ok:
-                self.recorder.event(pod, WARNING, "Unhealthy", f"{what} probe failed: {why}", path)
+                self.recorder.event(
+                    pod, WARNING, "Unhealthy", f"{what} probe failed: {why}", field_path=path
+                )
             if st.prober.record(c["name"], kind, probe, ok, time.time()):
                 self.recorder.event(
                     pod,
                     NORMAL,
                     "Killing",
                     f"Container {c['name']} failed {what.lower()} probe, will be restarted",
-                    path,
+                    field_path=path,
                 )
                 grace = probe.get("terminationGracePeriodSeconds") or (pod.get("spec") or {}).get(
                     "terminationGracePeriodSeconds", 30
@@ -653,7 +693,7 @@ class PodWorkers:
                             NORMAL,
                             "Killing",
                             f"Stopping container {name}",
-                            f"spec.containers{{{name}}}",
+                            field_path=f"spec.containers{{{name}}}",
                         )
                     pool.submit(self._stop_container, pod or {}, by_name.get(name), c.id, grace)
         for s in snap.sandboxes:

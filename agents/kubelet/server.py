@@ -8,10 +8,16 @@ apiserver relays `kubectl logs`, `exec` and `top` here; see
   WebSocket with the `v5.channel.k8s.io` subprotocol (v4 too): each message starts with
   a channel byte (0 stdin, 1 stdout, 2 stderr, 3 the final Status, 4 terminal resize;
   v5's 255 closes a channel);
-* `/portForward/<ns>/<pod>?ports=...`: WebSocket `v4.channel.k8s.io`, two channels per
-  port (data, error), each opened by the port number; the connection is made inside
-  the pod's network namespace. (kubectl 1.31+ speaks SPDY tunnelled in WebSocket,
-  `SPDY/3.1+portforward.k8s.io`, which is not served: the official clients' protocol is.)
+* `/portForward/<ns>/<pod>`: SPDY/3.1 (`portforward.k8s.io`), either on the upgraded
+  connection (kubectl before 1.31) or tunnelled in WebSocket binary messages
+  (`SPDY/3.1+portforward.k8s.io`, kubectl 1.31+), see agents/kubelet/streaming.py; or
+  WebSocket `v4.channel.k8s.io` with `?ports=...` (the official Python client), two
+  channels per port (data, error), each opened by the port number. Connections are
+  made inside the pod's network namespace.
+
+An upgraded connection is read and written by several threads: it goes through
+`streaming.TLSConnection`, which serializes the SSL calls (OpenSSL forbids two threads
+in one SSL object; the race is what once failed a TLS exchange with UNEXPECTED_MESSAGE).
 * `/stats/summary` (CPU and memory of the node, pods and containers, for metrics.k8s.io),
   `/healthz`, `/metrics` (Prometheus), `/pods`.
 
@@ -43,6 +49,18 @@ from wsproto import ConnectionType, WSConnection
 
 from agents.kubelet.pods import PodWorkers
 from agents.kubelet.runtime import CONTAINER_NAME, ExecSession, Runtime, State
+from agents.kubelet.streaming import (
+    EXEC_PROTOCOLS,
+    STREAM_TIMEOUT,
+    ExecStreams,
+    PortForwarder,
+    RawTransport,
+    SpdySession,
+    TLSConnection,
+    Transport,
+    WebSocketTunnel,
+    exit_status,
+)
 from kubelab.api.errors import StatusError
 from kubelab.client import RestClient, ServerUnreachable
 
@@ -50,7 +68,9 @@ log = logging.getLogger("kubelab.kubelet.server")
 
 Object = dict[str, Any]
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
-PORT_FORWARD_PROTOCOLS = ("v4.channel.k8s.io", "portforward.k8s.io")
+SPDY = "spdy/3.1"
+SPDY_TUNNEL = "SPDY/3.1+portforward.k8s.io"
+PORT_FORWARD_PROTOCOLS = (SPDY_TUNNEL, "v4.channel.k8s.io", "portforward.k8s.io")
 DECISION_TTL = 60.0
 
 
@@ -458,29 +478,20 @@ class _Handler(BaseHTTPRequestHandler):
     def _exec(
         self, verb: str, ns: str, pod: str, container: str, query: dict[str, list[str]]
     ) -> None:
-        """exec runs `command` in the container; attach joins the container's own stdio."""
+        """exec runs `command` in the container; attach joins the container's own stdio.
+        Over WebSocket (v5/v4.channel.k8s.io) or SPDY/3.1 (kubectl before 1.30, and with
+        KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false)."""
+        if self.headers.get("Upgrade", "").lower() == SPDY:
+            self._exec_spdy(verb, ns, pod, container, query)
+            return
         upgrade = self._websocket(PROTOCOLS)
         if upgrade is None:
             return
         ws, protocol = upgrade
-        cid = self.server.find_container(ns, pod, container, False)
-        command = query.get("command") or []
-        if verb == "exec" and not command:
-            self._error(400, "you must specify at least one command for the container")
+        session = self._start(verb, ns, pod, container, query)
+        if session is None:
             return
-        tty = (query.get("tty") or ["false"])[-1] in ("1", "true")
-        stdin = (query.get("stdin") or ["false"])[-1] in ("1", "true")
-        runtime = self.server.runtime
-        try:
-            if verb == "exec":
-                session = runtime.exec_stream(cid, command, tty=tty, stdin=stdin)
-            else:
-                session = runtime.attach(cid, tty=tty, stdin=stdin)
-        except Exception as exc:
-            self._error(500, f"{verb} failed: {exc}")
-            return
-        log.info("kubelet https: %s in %s/%s container %s (tty=%s)", verb, ns, pod, container, tty)
-        sock = self.connection
+        sock = TLSConnection(self.connection)
         sock.sendall(ws.send(wsproto.events.AcceptConnection(subprotocol=protocol)))
         self.close_connection = True
         lock = threading.Lock()
@@ -499,18 +510,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if stream == 0:
                     break
                 send(stream, data)
-            code = session.exit_code()
-            if code == 0:
-                status: Object = {"metadata": {}, "status": "Success"}
-            else:
-                status = {
-                    "metadata": {},
-                    "status": "Failure",
-                    "message": f"command terminated with non-zero exit code: {code}",
-                    "reason": "NonZeroExitCode",
-                    "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
-                }
-            send(3, json.dumps(status).encode())
+            send(3, json.dumps(exit_status(session.exit_code())).encode())
             with lock:
                 sock.sendall(ws.send(wsproto.events.CloseConnection(code=1000)))
         except OSError:
@@ -518,7 +518,119 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             session.close()
 
+    def _start(
+        self, verb: str, ns: str, pod: str, container: str, query: dict[str, list[str]]
+    ) -> ExecSession | None:
+        """The exec'd command or the attached container (None once a 4xx/5xx is sent)."""
+        cid = self.server.find_container(ns, pod, container, False)
+        command = query.get("command") or []
+        if verb == "exec" and not command:
+            self._error(400, "you must specify at least one command for the container")
+            return None
+        tty, stdin = _flag(query, "tty"), _flag(query, "stdin")
+        runtime = self.server.runtime
+        try:
+            if verb == "exec":
+                session = runtime.exec_stream(cid, command, tty=tty, stdin=stdin)
+            else:
+                session = runtime.attach(cid, tty=tty, stdin=stdin)
+        except Exception as exc:
+            self._error(500, f"{verb} failed: {exc}")
+            return None
+        log.info("kubelet https: %s in %s/%s container %s (tty=%s)", verb, ns, pod, container, tty)
+        return session
+
+    def _stream_protocol(self, supported: tuple[str, ...]) -> str | None:
+        """The SPDY upgrade's X-Stream-Protocol-Version we speak (400 sent if none)."""
+        offered = [
+            p.strip()
+            for v in self.headers.get_all("X-Stream-Protocol-Version") or []
+            for p in v.split(",")
+        ]
+        protocol = next((p for p in supported if p in offered), None)
+        if protocol is None:
+            self._error(
+                400,
+                f"SPDY needs X-Stream-Protocol-Version with one of {', '.join(supported)} "
+                f"(offered: {', '.join(offered) or 'none'})",
+            )
+        return protocol
+
+    def _switch_to_spdy(self, protocol: str) -> TLSConnection:
+        conn = TLSConnection(self.connection)
+        conn.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+            b"Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: %s\r\n\r\n" % protocol.encode()
+        )
+        self.close_connection = True
+        return conn
+
+    def _exec_spdy(
+        self, verb: str, ns: str, pod: str, container: str, query: dict[str, list[str]]
+    ) -> None:
+        protocol = self._stream_protocol(EXEC_PROTOCOLS)
+        if protocol is None:
+            return
+        session = self._start(verb, ns, pod, container, query)
+        if session is None:
+            return
+        streams = ExecStreams(
+            protocol,
+            stdin=_flag(query, "stdin"),
+            stdout=_flag(query, "stdout"),
+            stderr=_flag(query, "stderr"),
+            tty=_flag(query, "tty"),
+        )
+        spdy_session = SpdySession(RawTransport(self._switch_to_spdy(protocol)), streams.on_stream)
+        reader = threading.Thread(target=spdy_session.run, daemon=True)
+        reader.start()
+        try:
+            streams.serve(session)
+        except OSError:
+            pass
+        finally:
+            session.close()
+        reader.join(timeout=STREAM_TIMEOUT)  # the client hangs up once it has the status
+
     def _port_forward(self, ns: str, pod: str, query: dict[str, list[str]]) -> None:
+        """Port-forward in each protocol kubectl and the official clients speak: SPDY/3.1
+        on the upgraded connection (kubectl before 1.31), the same SPDY inside WebSocket
+        (`SPDY/3.1+portforward.k8s.io`, kubectl 1.31+; see agents/kubelet/streaming.py
+        for both), or WebSocket `v4.channel.k8s.io` (the official Python client)."""
+        if self.headers.get("Upgrade", "").lower() == SPDY:
+            self._port_forward_spdy(ns, pod)
+            return
+        upgrade = self._websocket(PORT_FORWARD_PROTOCOLS)
+        if upgrade is None:
+            return
+        ws, protocol = upgrade
+        if protocol == SPDY_TUNNEL:
+            sandbox = self.server.find_sandbox(ns, pod)
+            conn = TLSConnection(self.connection)
+            conn.sendall(ws.send(wsproto.events.AcceptConnection(subprotocol=protocol)))
+            self.close_connection = True
+            self._serve_spdy(WebSocketTunnel(conn, ws), ns, pod, sandbox)
+            return
+        self._port_forward_channels(ws, protocol, ns, pod, query)
+
+    def _port_forward_spdy(self, ns: str, pod: str) -> None:
+        """The SPDY/3.1 upgrade: answer 101 with the stream protocol, then serve SPDY."""
+        if self._stream_protocol(("portforward.k8s.io",)) is None:
+            return
+        sandbox = self.server.find_sandbox(ns, pod)
+        conn = self._switch_to_spdy("portforward.k8s.io")
+        self._serve_spdy(RawTransport(conn), ns, pod, sandbox)
+
+    def _serve_spdy(self, transport: Transport, ns: str, pod: str, sandbox: str) -> None:
+        def connect(port: int) -> socket.socket:
+            return self.server.runtime.port_forward(sandbox, port)
+
+        forwarder = PortForwarder(connect, f"{ns}/{pod}")
+        SpdySession(transport, forwarder.on_stream).run()
+
+    def _port_forward_channels(
+        self, ws: WSConnection, protocol: str, ns: str, pod: str, query: dict[str, list[str]]
+    ) -> None:
         """Port-forward over WebSocket (`v4.channel.k8s.io`, as the official clients speak
         it): for the i-th port of `?ports=`, channel 2i carries its data and 2i+1 its
         errors, and each channel's first message from here is the port (2 bytes, little
@@ -532,19 +644,16 @@ class _Handler(BaseHTTPRequestHandler):
         if not ports or not all(0 < p < 65536 for p in ports):
             self._error(400, "port-forward needs ?ports=<port>[,<port>...] between 1 and 65535")
             return
-        upgrade = self._websocket(PORT_FORWARD_PROTOCOLS)
-        if upgrade is None:
-            return
-        ws, protocol = upgrade
         sandbox = self.server.find_sandbox(ns, pod)
-        sock = self.connection
+        sock = TLSConnection(self.connection)
         sock.sendall(ws.send(wsproto.events.AcceptConnection(subprotocol=protocol)))
         self.close_connection = True
         lock = threading.Lock()
 
         def send(channel: int, data: bytes) -> None:
             with lock:
-                sock.sendall(ws.send(wsproto.events.BytesMessage(data=bytes([channel]) + data)))
+                message = ws.send(wsproto.events.BytesMessage(data=bytes([channel]) + data))
+            sock.sendall(message)
 
         conns: dict[int, socket.socket] = {}
         pumps = []
@@ -638,6 +747,10 @@ class _Handler(BaseHTTPRequestHandler):
                             sock.sendall(ws.send(event.response()))
         except (OSError, wsproto.utilities.LocalProtocolError):
             return
+
+
+def _flag(query: dict[str, list[str]], name: str) -> bool:
+    return (query.get(name) or ["false"])[-1] in ("1", "true")
 
 
 def _pump_out(conn: socket.socket, channel: int, send: Callable[[int, bytes], None]) -> None:

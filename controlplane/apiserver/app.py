@@ -17,7 +17,6 @@ Watches stream newline-delimited JSON events, one per chunk, as the real API doe
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -32,7 +31,7 @@ from controlplane.apiserver import tables
 from kubelab import fastjson
 from kubelab.api import errors, patch, resources
 
-from . import discovery, fieldvalidation, handlers, negotiation, openapi
+from . import discovery, fieldvalidation, handlers, negotiation, openapi, warning
 from .authn import UserInfo
 from .handlers import json_response
 from .impersonation import PREFIX, impersonate
@@ -86,6 +85,7 @@ def create_app(server: APIServer) -> Flask:
     def chain() -> Response | None:
         g.started = time.monotonic()
         g.audit_id = str(uuid.uuid4())
+        warning.begin()
         g.info = parse_request(request.method, request.path, request.args)
         server.metrics.inflight.inc()
         g.counted = True
@@ -121,11 +121,11 @@ def create_app(server: APIServer) -> Flask:
         resp.headers["Audit-Id"] = g.get("audit_id", "")
         resp.status = f"{resp.status_code} {reason_phrase(resp.status_code)}"
         check = fieldvalidation.current()
+        texts = warning.take()
         if check is not None and check.directive is fieldvalidation.Directive.WARN:
-            for warning in check.warnings():
-                # RFC 7234's warn-code 299 ("miscellaneous persistent warning"), agent "-",
-                # as Kubernetes writes them; kubectl prints the text.
-                resp.headers.add("Warning", f"299 - {json.dumps(warning)}")
+            texts = check.warnings() + texts
+        for text in texts:
+            resp.headers.add("Warning", warning.header(text))
         record_ = _Record.current()
         if record_ is not None and not g.get("streaming"):
             record_.finish(server, resp.status_code)

@@ -7,7 +7,9 @@ controller thread (`CRDController`) follows the CRDs in the watch cache and, for
   free, serves every ``served`` version: the resource goes into the table every lookup
   reads (`kubelab.api.resources.set_custom`: routing, RBAC names, discovery), gets a
   cache of its own in the watch cache (`Cacher.serve`), a strategy with the CRD's rules
-  (`CustomResourceStrategy`), its structural schema for unknown-field pruning
+  (`CustomResourceStrategy`: structural checks and formats, then the
+  ``x-kubernetes-validations`` CEL rules of `kubelab.api.celrules`), its structural
+  schema for unknown-field pruning
   (`fieldvalidation.set_custom`) and its printer columns (`tables.set_custom_printer`);
   then writes the ``Established`` condition and ``acceptedNames`` into the CRD's status;
 * on deletion (the CRD carries the ``customresourcecleanup.apiextensions.k8s.io``
@@ -16,7 +18,8 @@ controller thread (`CRDController`) follows the CRDs in the watch cache and, for
 
 Objects are stored once, in the storage version (``/registry/<group>/<plural>/...``);
 the other served versions are `ConvertedView`s whose conversion (strategy ``None``)
-changes only the apiVersion, as Kubernetes' does.
+changes only the apiVersion, as Kubernetes' does, or, with strategy ``Webhook``, is
+the CRD's conversion webhook's (`conversion`).
 
 The custom resources' table is process-wide (`kubelab.api.resources`): one apiserver
 per process, which is how every plane here runs it.
@@ -25,17 +28,18 @@ per process, which is how every plane here runs it.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from kubelab.api import errors, resources, structural
+from kubelab.api import celrules, errors, resources, structural
 from kubelab.api.errors import FieldError
 from kubelab.api.resources import ALL_VERBS, Resource
 
-from . import discovery, fieldvalidation, openapi, strategies, tables
+from . import conversion, discovery, fieldvalidation, openapi, strategies, tables
 from .authn import UserInfo
 from .registry import DeleteOptions, Registry
 from .strategies.apiextensions import FINALIZER
@@ -167,10 +171,16 @@ class CustomResourceStrategy(Strategy):
         return out
 
     def validate(self, obj: Object) -> list[FieldError]:
-        return super().validate(obj) + structural.validate(self._schema_of(obj), obj)
+        schema = self._schema_of(obj)
+        found = super().validate(obj) + structural.validate(schema, obj)
+        # Rules assume the structure the schema describes (Kubernetes runs them only on
+        # values that passed the structural checks).
+        return found or celrules.validate(schema, obj)
 
     def validate_update(self, new: Object, old: Object) -> list[FieldError]:
-        return super().validate_update(new, old) + structural.validate(self._schema_of(new), new)
+        schema = self._schema_of(new)
+        found = super().validate_update(new, old) + structural.validate(schema, new)
+        return found or celrules.validate(schema, new, old)
 
     def scale_patch(self, replicas: int) -> Object:
         patch: Object = {}
@@ -315,14 +325,19 @@ class CRDController:
         schemas = {str(v["name"]): _schema(v) for v in _versions(crd)}
         for version, schema in schemas.items():
             fieldvalidation.set_custom(stored.group, version, stored.kind, schema)
+        converter = (
+            functools.partial(conversion.webhook_converter, crd)
+            if conversion.uses_webhook(crd)
+            else _apiversion_to
+        )
         for r in served:
             if r.version != storage:
                 self.views[_view_key(r)] = ConvertedView(
                     self.registry,
                     r,
                     stored,
-                    _apiversion_to(r.api_version),
-                    _apiversion_to(stored.api_version),
+                    converter(r.api_version),
+                    converter(stored.api_version),
                 )
         preferred = next(v for v in _versions(crd) if v.get("served"))
         columns = preferred.get("additionalPrinterColumns") or [

@@ -304,6 +304,22 @@ class WatchStream:
         self.cacher.unwatch(self.r, self.watcher)
 
 
+class ExpiredStream:
+    """The watch of a resourceVersion older than the cache's history, as Kubernetes'
+    watch cache answers it: the request succeeds (HTTP 200) and the stream carries one
+    ERROR event, a 410 Expired Status, then ends. Clients (client-go's reflector,
+    `kubectl get -w`) read the 410 from the event and list again."""
+
+    def __init__(self, error: errors.StatusError) -> None:
+        self.error = error
+
+    def __iter__(self) -> Iterator[Object]:
+        yield {"type": ERROR, "object": self.error.status()}
+
+    def close(self) -> None:
+        """Nothing to release: no cache watcher was taken."""
+
+
 def _bookmark(r: Resource, revision: int, initial_end: bool = False) -> Object:
     meta: Object = {"resourceVersion": str(revision)}
     if initial_end:
@@ -426,7 +442,7 @@ class Registry:
         namespace: str,
         opts: ListOptions,
         matches: Filter | None = None,
-    ) -> WatchStream:
+    ) -> WatchStream | ExpiredStream:
         """Watch events as Kubernetes sends them: {"type": ..., "object": ...}."""
         index_value = self._index_value(r, opts, matches)
         matches = matches or self.matcher(r, opts)
@@ -440,7 +456,7 @@ class Registry:
         try:
             watcher, first, revision = self.cacher.watch(r, prefix, matches, since, index_value)
         except TooOldResourceVersion as exc:
-            raise errors.gone(str(exc)) from None
+            return ExpiredStream(errors.gone(str(exc)))
         timeout = opts.timeout_seconds if opts.timeout_seconds else 1800
         return WatchStream(
             self.cacher,
@@ -833,9 +849,14 @@ class Registry:
                 changed = True
             return obj if changed else None
 
-        stored, _ = self._store_call(
-            lambda: self.storage.guaranteed_update(key, mark, current=current)
-        )
+        try:
+            stored, _ = self._store_call(
+                lambda: self.storage.guaranteed_update(key, mark, current=current)
+            )
+        except KeyNotFound:
+            # Gone meanwhile: its last finalizer went (the garbage collector finishing a
+            # cascade) or another delete removed it.
+            raise errors.not_found(r.plural, name, r.group) from None
         return stored
 
     def delete_collection(

@@ -16,7 +16,7 @@ from kubelab import fastjson
 from kubelab.api import errors
 from kubelab.api.resources import Resource
 
-from .registry import DeleteOptions, ListOptions, Registry, WatchStream, decode_body, patcher
+from .registry import DeleteOptions, EventStream, ListOptions, Registry, decode_body, patcher
 
 Object = dict[str, Any]
 Convert = Callable[[Object], Object]
@@ -25,7 +25,7 @@ Convert = Callable[[Object], Object]
 class ConvertedStream:
     """A watch stream whose objects are converted to the view's form."""
 
-    def __init__(self, stream: WatchStream, view: Resource, to_view: Convert) -> None:
+    def __init__(self, stream: EventStream, view: Resource, to_view: Convert) -> None:
         self.stream, self.view, self.to_view = stream, view, to_view
 
     def __iter__(self) -> Iterator[Object]:

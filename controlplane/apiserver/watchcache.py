@@ -16,7 +16,8 @@ reads from the cache possible (ask the store for its current revision, wait unti
 cache has reached it, answer from memory), as Kubernetes' ConsistentListFromCache does.
 
 Watches from a resourceVersion replay the ring's events after it, then follow live; a
-version older than the ring holds gets 410 Gone ("too old resource version") so the client
+version older than the ring holds gets, as from Kubernetes' watch cache, HTTP 200 and one ERROR
+event with a 410 Expired Status ("too old resource version"), so the client
 re-lists. A watch with resourceVersion "0" (or none) starts with a synthetic ADDED per
 current object. Selectors are applied per watcher, and an object that stops (starts)
 matching is sent as DELETED (ADDED), so a filtered watch stays a consistent view.

@@ -49,6 +49,16 @@ objects (events.k8s.io Events are core Events) is that one's. Events are left ou
 kube-controller-manager's collector leaves them out: they are the most numerous objects
 by far, and nothing owns them or is owned by them.
 
+Custom resources are monitored too, found by discovery (`kubelab.client.discovery`), as
+Kubernetes' collector finds them: a third queue, `resync-monitors`, runs discovery when a
+CustomResourceDefinition changes (the CRD informer's events; its status changes once the
+apiserver serves it) and every `RESYNC_PERIOD` seconds in any case. A custom resource
+newly served gets an informer of the collector's own; its monitor joins the graph only
+once that cache has listed it (before, an owner in foreground deletion could miss
+dependents and go too early), and its objects are then queued as if just added. A
+resource no longer served has its informer stopped and its monitor dropped; the keys
+of its objects still queued are let go.
+
 A reference that cannot be resolved (a kind this API does not have, or a namespaced
 owner named by a cluster-scoped object, which Kubernetes rejects too) keeps its
 dependent: deleting on the strength of a reference the collector cannot check would be
@@ -78,9 +88,18 @@ from kubelab.client import (
     Preconditions,
     SharedInformer,
     WorkQueue,
+    resource_for,
 )
+from kubelab.client.discovery import discover
 
-from .base import ControllerContext, SyncResult, Workers, controller_logger, run_workers
+from .base import (
+    ControllerContext,
+    SyncError,
+    SyncResult,
+    Workers,
+    controller_logger,
+    run_workers,
+)
 
 NAME = "garbage-collector-controller"
 
@@ -92,15 +111,28 @@ OWNER_UID_INDEX = "ownerUID"
 IGNORED_RESOURCES = frozenset({"events"})
 """Not monitored (module docstring)."""
 
+CRDS = resource_for("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+
+RESYNC_PERIOD = 30.0
+"""Seconds between discoveries of the custom resources when no CRD event asks for one
+(kube-controller-manager's collector resyncs its monitors every 30 s too)."""
+
+RESYNC_KEY = "custom-resources"
+"""The one key of the resync-monitors queue."""
+
+MONITOR_SYNC_TIMEOUT = 30.0
+"""Seconds a new custom resource's cache has to list it before the resync is retried."""
+
 log = controller_logger(NAME)
 
 
-def monitored_resources() -> list[Resource]:
-    """The resources whose objects the collector follows, as owners and dependents."""
+def monitored_resources(custom: tuple[Resource, ...] = ()) -> list[Resource]:
+    """The resources whose objects the collector follows, as owners and dependents: the
+    built-in ones and those of `custom`, the custom resources discovered."""
     needed = {"list", "watch", "delete"}
     return [
         r
-        for r in RESOURCES
+        for r in RESOURCES + custom
         if r.stored
         and not r.converted_from
         and needed <= set(r.verbs)
@@ -247,6 +279,12 @@ class Identity:
 class _Monitor:
     resource: Resource
     informer: SharedInformer
+    stop: threading.Event | None = None
+    """Stops the informer of a custom resource's monitor (the collector's own)."""
+
+    def stop_informer(self) -> None:
+        if self.stop is not None:
+            self.stop.set()
 
     def identity(self, obj: Object) -> Identity:
         meta = _meta(obj)
@@ -273,6 +311,9 @@ class GarbageCollector:
         self._client = ctx.client_for(NAME)
         self.attempt_to_delete: WorkQueue[Identity] = WorkQueue()
         self.attempt_to_orphan: WorkQueue[Identity] = WorkQueue()
+        self.resync_monitors: WorkQueue[str] = WorkQueue()
+        # Replaced whole, never changed in place: workers iterate over it while the
+        # resync adds and drops custom resources' monitors.
         self._monitors: dict[str, _Monitor] = {}
         # Owners (uid) whose ownership cycle has been logged (see the module docstring).
         self._cycles_reported: set[str] = set()
@@ -280,20 +321,81 @@ class GarbageCollector:
         for resource in monitored_resources():
             monitor = _Monitor(resource, ctx.informers.informer(resource))
             monitor.informer.indexer.add_indexers({OWNER_UID_INDEX: owner_uid_index})
-            monitor.informer.add_event_handler(
-                on_add=functools.partial(self._on_change, monitor, None),
-                on_update=functools.partial(self._on_change, monitor),
-                on_delete=functools.partial(self._on_delete, monitor),
-            )
+            self._watch(monitor)
             self._monitors[resource.group_resource] = monitor
+        ctx.informers.informer(CRDS).add_event_handler(
+            on_add=lambda _crd: self.resync_monitors.add(RESYNC_KEY),
+            on_update=lambda _old, _new: self.resync_monitors.add(RESYNC_KEY),
+            on_delete=lambda _crd: self.resync_monitors.add(RESYNC_KEY),
+        )
+
+    def _watch(self, monitor: _Monitor) -> None:
+        monitor.informer.add_event_handler(
+            on_add=functools.partial(self._on_change, monitor, None),
+            on_update=functools.partial(self._on_change, monitor),
+            on_delete=functools.partial(self._on_delete, monitor),
+        )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        run_workers(
-            stop,
-            workers,
-            Workers(f"{NAME}-delete", self.attempt_to_delete, self.attempt_to_delete_item, log),
-            Workers(f"{NAME}-orphan", self.attempt_to_orphan, self.orphan_dependents, log),
+        self.resync_monitors.add(RESYNC_KEY)
+        resync = threading.Thread(
+            target=Workers(f"{NAME}-resync", self.resync_monitors, self.sync_monitors, log).run,
+            args=(1, stop),
+            name=f"{NAME}-resync",
+            daemon=True,
         )
+        resync.start()
+        try:
+            run_workers(
+                stop,
+                workers,
+                Workers(f"{NAME}-delete", self.attempt_to_delete, self.attempt_to_delete_item, log),
+                Workers(f"{NAME}-orphan", self.attempt_to_orphan, self.orphan_dependents, log),
+            )
+        finally:
+            resync.join()
+            for monitor in self._monitors.values():
+                monitor.stop_informer()
+
+    # -- custom resources' monitors --------------------------------------------------------
+
+    def sync_monitors(self, _key: str = RESYNC_KEY) -> SyncResult:
+        """Monitor the custom resources served now, and only those (module docstring);
+        when to look again. A group discovery could not read keeps its monitors."""
+        discovered = discover(self._client)
+        unreadable = {gv.rpartition("/")[0] for gv in discovered.failed}
+        wanted = {r.group_resource: r for r in monitored_resources(discovered.custom)}
+        current = self._monitors
+        gone = [
+            m
+            for name, m in current.items()
+            if m.stop is not None
+            and wanted.get(name) != m.resource
+            and m.resource.group not in unreadable
+        ]
+        new = [r for name, r in wanted.items() if name not in current or current[name] in gone]
+        started: list[tuple[_Monitor, threading.Event]] = []
+        for resource in new:
+            stop = threading.Event()
+            monitor = _Monitor(resource, SharedInformer(self._client, resource), stop)
+            monitor.informer.indexer.add_indexers({OWNER_UID_INDEX: owner_uid_index})
+            monitor.informer.start(stop)
+            started.append((monitor, stop))
+        for monitor, _ in started:
+            if not monitor.informer.wait_for_sync(MONITOR_SYNC_TIMEOUT):
+                for _, stop in started:
+                    stop.set()
+                raise SyncError(f"the cache of {monitor.resource.group_resource} did not sync")
+        monitors = {name: m for name, m in current.items() if m not in gone}
+        monitors.update((m.resource.group_resource, m) for m, _ in started)
+        self._monitors = monitors
+        for monitor in gone:
+            log.info("no longer monitoring %s: it is not served", monitor.resource.group_resource)
+            monitor.stop_informer()
+        for monitor, _ in started:
+            log.info("monitoring the custom resource %s", monitor.resource.group_resource)
+            self._watch(monitor)  # replays the cached objects as added
+        return RESYNC_PERIOD
 
     # -- the graph, read from the caches ---------------------------------------------------
 
@@ -306,13 +408,28 @@ class GarbageCollector:
                 if not owner.namespace or _meta(obj).get("namespace") == owner.namespace:
                     yield monitor, obj
 
+    def _resource_of(self, api_version: str, kind: str) -> Resource | None:
+        """The resource of an owner reference's kind: a built-in one, or a custom one
+        monitored, in whichever of its versions the reference names it."""
+        resource = by_kind(api_version, kind)
+        if resource is not None:
+            return resource
+        group = api_version.rpartition("/")[0]
+        for monitor in self._monitors.values():
+            if monitor.stop is not None and (monitor.resource.group, monitor.resource.kind) == (
+                group,
+                kind,
+            ):
+                return monitor.resource
+        return None
+
     def _lookup(
         self, dependent: Identity, ref: Mapping[str, Any]
     ) -> tuple[Resource, str, Object | None]:
         """Where a reference of `dependent` points (its resource and namespace) and the
         owner the caches hold there, if they hold the one with the reference's uid;
         ValueError for a reference the collector cannot resolve (module docstring)."""
-        resource = by_kind(str(ref.get("apiVersion")), str(ref.get("kind")))
+        resource = self._resource_of(str(ref.get("apiVersion")), str(ref.get("kind")))
         if resource is None or not resource.stored:
             raise ValueError(
                 f"the API has no stored kind {ref.get('kind')} {ref.get('apiVersion')}"
@@ -335,7 +452,8 @@ class GarbageCollector:
             return None
         if owner is None or not deleting_dependents(owner):
             return None
-        return self._monitors[resource.group_resource].identity(owner)
+        monitor = self._monitors.get(resource.group_resource)
+        return monitor.identity(owner) if monitor is not None else None
 
     def owner_state(self, dependent: Identity, ref: Mapping[str, Any]) -> OwnerState:
         """Classify one reference of `dependent`. The cache answers when it holds the
@@ -396,7 +514,9 @@ class GarbageCollector:
     def attempt_to_delete_item(self, identity: Identity) -> SyncResult:
         """Delete `identity` if it is garbage, trim its references to owners that no
         longer hold it, or, if it is an owner in foreground deletion, finish that."""
-        monitor = self._monitors[identity.resource]
+        monitor = self._monitors.get(identity.resource)
+        if monitor is None:
+            return None  # a custom resource no longer served
         obj = monitor.cached(identity.namespace, identity.name, identity.uid)
         if obj is None:
             return None  # gone (its deletion queued its dependents), or replaced
@@ -463,9 +583,13 @@ class GarbageCollector:
     def orphan_dependents(self, owner: Identity) -> SyncResult:
         """Remove the references to an owner with the orphan finalizer from its
         dependents, then the finalizer, which lets the apiserver delete the owner."""
-        monitor = self._monitors[owner.resource]
-        obj = monitor.cached(owner.namespace, owner.name, owner.uid)
-        if obj is None or not (being_deleted(obj) and has_finalizer(obj, ORPHAN_FINALIZER)):
+        monitor = self._monitors.get(owner.resource)
+        obj = monitor.cached(owner.namespace, owner.name, owner.uid) if monitor else None
+        if (
+            monitor is None
+            or obj is None
+            or not (being_deleted(obj) and has_finalizer(obj, ORPHAN_FINALIZER))
+        ):
             return None
         dependents = list(self.dependents(owner))
         for dependent_monitor, dependent in dependents:

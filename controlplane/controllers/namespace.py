@@ -35,7 +35,11 @@ queue the namespace for when its recheck is due.
 Each resource that is namespaced, stored, and can be listed and deleted by collection
 (`kubelab.api.resources.RESOURCES`) is emptied, once: a resource served from another's
 objects (events.k8s.io Events are core Events) is emptied with that one. Every
-namespaced resource of this API has deletecollection.
+namespaced resource of this API has deletecollection. So are the custom resources served
+at the time of the pass, found by discovery (`kubelab.client.discovery`) on each pass as
+Kubernetes' controller does, since CustomResourceDefinitions come and go: a group
+version discovery could not read is a failure of the pass, and the namespace is not
+finalized while it may still hold objects of that group.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from kubelab.client import (
     WorkQueue,
     resource_for,
 )
+from kubelab.client.discovery import discover
 
 from .base import (
     NAMESPACES,
@@ -87,12 +92,13 @@ CONTENT_RECHECK = 5.0
 log = controller_logger(NAME)
 
 
-def content_resources() -> list[Resource]:
-    """The resources a namespace's content is made of (module docstring)."""
+def content_resources(custom: tuple[Resource, ...] = ()) -> list[Resource]:
+    """The resources a namespace's content is made of (module docstring): the built-in
+    ones and those of `custom`, the custom resources discovered."""
     needed = {"list", "deletecollection"}
     return [
         r
-        for r in RESOURCES
+        for r in RESOURCES + custom
         if r.namespaced and r.stored and not r.converted_from and needed <= set(r.verbs)
     ]
 
@@ -202,7 +208,6 @@ class NamespaceController:
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
         self._client = ctx.client_for(NAME)
         self._clock = clock
-        self._content = content_resources()
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
         # When (clock time) each namespace is to be looked at again, while a look is
         # planned: the handlers queue it for then, not sooner.
@@ -276,7 +281,15 @@ class NamespaceController:
     def delete_content(self, namespace: str) -> Leftovers:
         """One pass of deletes over the namespace's content; what it left behind."""
         leftovers = Leftovers()
-        for resource in self._content:
+        try:
+            discovered = discover(self._client)
+        except (StatusError, ServerUnreachable, ValueError) as exc:
+            leftovers.failures.append(f"discovering the custom resources: {exc}")
+            return leftovers
+        leftovers.failures.extend(
+            f"discovering {gv}: {why}" for gv, why in sorted(discovered.failed.items())
+        )
+        for resource in content_resources(discovered.custom):
             try:
                 items = self._client.list(resource, namespace).get("items") or []
                 if any(not (i.get("metadata") or {}).get("deletionTimestamp") for i in items):

@@ -9,8 +9,9 @@ kinds' pruning in `controlplane.apiserver.fieldvalidation`), fill in ``default``
 validate. The validation here covers what manifests rely on: ``type`` (with
 ``nullable`` and ``x-kubernetes-int-or-string``), ``required``, ``enum``, ``minimum`` /
 ``maximum`` (and their exclusive forms), ``minLength`` / ``maxLength``, ``pattern``,
-``minItems`` / ``maxItems``, ``minProperties`` / ``maxProperties``, and
-``additionalProperties`` maps. The messages are worded as kube-openapi's
+``minItems`` / ``maxItems``, ``minProperties`` / ``maxProperties``,
+``additionalProperties`` maps, and the string ``format``s Kubernetes checks
+(`kubelab.api.formats`). The messages are worded as kube-openapi's
 (`spec.replicas in body must be of type integer: "string"`, `... in body should be less
 than or equal to 10`), so that what a user reads matches what Kubernetes says.
 
@@ -21,10 +22,11 @@ than or equal to 10`), so that what a user reads matches what Kubernetes says.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
 
-from kubelab.api import errors
+from kubelab.api import errors, formats
 from kubelab.api.errors import FieldError
 
 Schema = dict[str, Any]
@@ -129,6 +131,10 @@ def _string(schema: Schema, value: str, where: str) -> list[FieldError]:
     pattern = schema.get("pattern")
     if pattern and re.search(pattern, value) is None:
         found.append(errors.invalid(where, value, f"{where} in body should match '{pattern}'"))
+    format_ = schema.get("format")
+    if isinstance(format_, str) and not formats.valid(format_, value):
+        detail = f"{where} in body must be of type {format_}: {json.dumps(value)}"
+        found.append(errors.invalid(where, value, detail))
     return found
 
 

@@ -46,13 +46,16 @@ WARNING = "Warning"
 log = logging.getLogger("kubelab.client.record")
 
 
-def involved_object(obj: Mapping[str, Any], field_path: str = "") -> dict[str, Any]:
+def involved_object(
+    obj: Mapping[str, Any], field_path: str = "", object_type: tuple[str, str] = ("", "")
+) -> dict[str, Any]:
     """The reference an Event keeps to `obj` (`field_path`: the part of it, such as
-    "spec.containers{web}")."""
+    "spec.containers{web}"; `object_type`: the apiVersion and kind to name when `obj`
+    does not carry them)."""
     meta = obj.get("metadata") or {}
     ref = {
-        "apiVersion": obj.get("apiVersion", ""),
-        "kind": obj.get("kind", ""),
+        "apiVersion": obj.get("apiVersion") or object_type[0],
+        "kind": obj.get("kind") or object_type[1],
         "name": meta.get("name", ""),
         "uid": meta.get("uid", ""),
         "resourceVersion": meta.get("resourceVersion", ""),
@@ -78,18 +81,25 @@ class EventRecorder:
     """Writes Events as `component` (on `host`, for a node's agents and a replica of a
     control-plane component; module docstring). `start()` the writer and `stop()` it
     (what is queued is written first, within a bound), or run the component inside
-    `with recorder:`. Thread-safe."""
+    `with recorder:`. Thread-safe.
+
+    Without a `client` nothing is recorded: the hollow kubelets of the scheduler
+    benchmark run the kubelet's code, and their Events would only load the apiserver
+    under test. `object_type` is the (apiVersion, kind) of objects that come without
+    them, as the items of a list or a watch do (the kubelet's pods)."""
 
     def __init__(
         self,
-        client: RestClient,
+        client: RestClient | None,
         component: str,
         *,
         host: str = "",
         clock: Clock = REAL_CLOCK,
         capacity: int = QUEUE_CAPACITY,
+        object_type: tuple[str, str] = ("", ""),
     ) -> None:
         self._client = client
+        self._object_type = object_type
         self._component = component
         self._host = host
         self._source = {"component": component, **({"host": host} if host else {})}
@@ -121,7 +131,9 @@ class EventRecorder:
         """Record that `reason`: `message` happened to `obj` (a full object with
         apiVersion, kind, metadata; or to its part `field_path`); `kind` is NORMAL or
         WARNING, `action` what was done (e.g. "Binding")."""
-        ref = involved_object(obj, field_path)
+        if self._client is None:
+            return
+        ref = involved_object(obj, field_path, self._object_type)
         namespace = ref.get("namespace") or "default"
         now = rfc3339(self._clock.utcnow())
         body = {
@@ -149,6 +161,8 @@ class EventRecorder:
 
     def start(self) -> None:
         """Start writing queued Events in a background thread."""
+        if self._client is None:
+            return
         self._thread = threading.Thread(
             target=self._run, name=f"events-{self._component}", daemon=True
         )
@@ -180,6 +194,7 @@ class EventRecorder:
             self._write(pending)
 
     def _write(self, pending: _Pending) -> None:
+        assert self._client is not None  # nothing is queued without one
         key, body = pending.key, pending.body
         seen = self._seen.get(key)
         try:

@@ -434,12 +434,13 @@ class RestClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = _JSON,
+        accept: str = _JSON,
         stream: bool = False,
         read_timeout: float | None = None,
     ) -> requests.Response:
         """Send one request, with the retries of the module docstring; return a 2xx or 3xx
         response, or raise `StatusError` / `ServerUnreachable`."""
-        headers = {"User-Agent": self.user_agent, "Accept": _JSON}
+        headers = {"User-Agent": self.user_agent, "Accept": accept}
         token = self._bearer_token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -657,11 +658,12 @@ class RestClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = _JSON,
+        accept: str = _JSON,
     ) -> Any:
         """Any other call, e.g. POST .../pods/web/binding, GET .../deployments/web/scale or
         GET .../pods/web/log: the decoded JSON answer, or its text when it is not JSON."""
         response = self._send(
-            method.upper(), path, params=params, body=body, content_type=content_type
+            method.upper(), path, params=params, body=body, content_type=content_type, accept=accept
         )
         if response.headers.get("Content-Type", "").startswith(_JSON):
             return fastjson.loads(response.content)

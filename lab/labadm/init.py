@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from kubelab import pki
 from kubelab.client import RestClient, StatusError, load_config, resource_for
-from lab.labadm import tokens
+from lab.labadm import dns, tokens
 from lab.labadm.layout import (
     API_PORT,
     CLUSTER_DNS,
@@ -80,6 +80,8 @@ class InitData:
 # -- preflight ---------------------------------------------------------------------------
 
 REQUIRED_COMMANDS = ("docker", "sv", "iptables")
+SERVICE_DIR = Path("/etc/service")
+"""runit's services on a node (the node image's, `images/node/services`)."""
 PORTS = (API_PORT, STORE_CLIENT_PORT, STORE_PEER_PORT, CONTROLLER_MANAGER_PORT, SCHEDULER_PORT)
 
 
@@ -492,11 +494,14 @@ def start_kubelet(
 
 
 def sv_up(service: str, phase: str, *, dry_run: bool) -> None:
-    """Start one of the node image's runit services."""
+    """Start one of the node image's runit services, and enable it: its `down` file goes,
+    so runit starts it again when the node restarts (`labctl stop`/`start`, a restart of
+    the Docker Engine); `labadm reset` puts the file back."""
     if dry_run:
         say(phase, f"Would start {service} (sv up {service})")
         return
     say(phase, f"Starting {service}")
+    (SERVICE_DIR / service / "down").unlink(missing_ok=True)
     done = subprocess.run(["sv", "up", service], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise PhaseError(f"`sv up {service}` failed: {done.stderr.strip() or done.stdout.strip()}")
@@ -528,14 +533,18 @@ def start_kube_proxy(layout: Layout, cluster_cidr: str, *, dry_run: bool) -> Non
     sv_up("kubelab-proxy", "addons", dry_run=dry_run)
 
 
-def addons(start_network: Callable[[Any], None], start_proxy: Callable[[Any], None]) -> Phase[Any]:
-    """The node agents, as init and join both install them."""
+def addons(
+    start_network: Callable[[Any], None], start_proxy: Callable[[Any], None], *more: Phase[Any]
+) -> Phase[Any]:
+    """The node agents, as init and join both install them, and the cluster's own
+    add-ons (`more`: init's cluster DNS)."""
     return Phase(
         "addons",
-        "The node agents",
+        "The node agents and the cluster's add-ons",
         phases=(
             Phase("network", "The pod network agent", start_network),
             Phase("kube-proxy", "kube-proxy", start_proxy),
+            *more,
         ),
     )
 
@@ -703,6 +712,11 @@ INIT = Workflow[InitData](
         addons(
             lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
             lambda d: start_kube_proxy(d.layout, d.pod_subnet, dry_run=d.dry_run),
+            Phase(
+                "dns",
+                "Cluster DNS: a Deployment behind kube-system/kube-dns",
+                lambda d: dns.deploy(None if d.dry_run else d.client(), d.image),
+            ),
         ),
         Phase("show-join-command", "Prints how to use the cluster and join it", show_join_command),
     )

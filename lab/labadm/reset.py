@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 from agents.kubelet.runtime import NODE
+from lab.labadm.init import SERVICE_DIR
 from lab.labadm.layout import NODE_IMAGE_PYTHON, Layout
 from lab.labadm.workflow import say
+
+SERVICES = ("kubelet", "kubelab-network", "kubelab-proxy")
 
 
 def reset(layout: Layout, *, dry_run: bool = False) -> None:
@@ -36,6 +40,10 @@ def reset(layout: Layout, *, dry_run: bool = False) -> None:
         say("reset", what)
         if not dry_run:
             subprocess.run(argv, capture_output=True, check=False, timeout=120)
+    say("reset", f"Disabling {', '.join(SERVICES)} (runit's down files)")
+    for service in SERVICES if not dry_run else ():
+        if (SERVICE_DIR / service).is_dir():
+            (SERVICE_DIR / service / "down").touch()
     for path in (
         layout.manifests,
         layout.pki,
@@ -47,9 +55,18 @@ def reset(layout: Layout, *, dry_run: bool = False) -> None:
         if not path.exists():
             continue
         say("reset", f"Deleting {path}")
-        if dry_run:
-            continue
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+        if not dry_run:
+            delete(path)
+
+
+def delete(path: Path) -> None:
+    """Delete a file or a folder; a folder that is a mount point (the lab's nodes keep
+    /etc/kubelab, /var/lib/kubelet and the store's data on named volumes) is emptied."""
+    if not path.is_dir() or path.is_symlink():
+        path.unlink()
+        return
+    if not path.is_mount():
+        shutil.rmtree(path)
+        return
+    for child in path.iterdir():
+        delete(child)

@@ -23,7 +23,7 @@ def test_one_command_on_every_node_at_once(lab: Lab) -> None:
 def test_a_failing_command_names_the_node_and_its_output(lab: Lab) -> None:
     assert lab.nodes is not None and lab.shell is not None
     with pytest.raises(SSHError, match=r"failed on worker1 \(exit 3\):\nboom"):
-        lab.shell.run_many(lab.nodes.nodes[1:], ["sh", "-c", "echo boom; exit 3"])
+        lab.shell.run_many(lab.nodes.nodes[1:2], ["sh", "-c", "echo boom; exit 3"])
 
 
 def test_a_host_key_not_pinned_is_refused(lab: Lab, tmp_path: Path) -> None:

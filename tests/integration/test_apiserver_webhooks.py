@@ -14,15 +14,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubelab import pki
 from lab.testenv import Environment
-from tests import standin
+from tests.integration.https_server import json_over_https
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
 Review = dict[str, Any]
@@ -42,35 +40,20 @@ class WebhookServer:
 
 @pytest.fixture
 def webhook_server(tmp_path: Path) -> Iterator[WebhookServer]:
-    ca = pki.new_ca("webhook-test-ca", valid_days=1)
-    state = WebhookServer("", base64.b64encode(ca.cert_pem()).decode())
+    state = WebhookServer("", "")
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            state.reviews.append(review)
-            answer = state.answer(review["request"], self.path.split("?")[0])
-            response = {"uid": review["request"]["uid"], **answer}
-            body = json.dumps(
-                {
-                    "apiVersion": "admission.k8s.io/v1",
-                    "kind": "AdmissionReview",
-                    "response": response,
-                }
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def respond(review: Review, path: str) -> Review:
+        state.reviews.append(review)
+        answer = state.answer(review["request"], path)
+        response = {"uid": review["request"]["uid"], **answer}
+        return {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": response,
+        }
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    # The apiserver hanging up on a slow answer (its timeout) is expected: the stand-in
-    # server logs it quietly.
-    with standin.serve(Handler, tls=standin.tls_context(ca, tmp_path, "webhook")) as server:
-        state.url = standin.url(server, "/admit")
+    with json_over_https(tmp_path, respond) as (base, ca_bundle):
+        state.url, state.ca_bundle = f"{base}/admit", ca_bundle
         yield state
 
 
@@ -420,3 +403,64 @@ def test_a_webhook_that_asks_is_called_again_after_a_later_change(
 def _ok_stdout(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def test_a_webhook_s_warnings_reach_the_client_as_warning_headers(
+    apiserver: Environment,
+    namespace: str,
+    webhook_server: WebhookServer,
+    created: Callable[[Any], None],
+) -> None:
+    """AdmissionReview `warnings` come back as `Warning` headers, which kubectl prints
+    and the official client receives, also with a denial; a warning given twice is
+    sent once."""
+    from kubernetes import client, config
+
+    _label_namespace(apiserver, namespace)
+
+    def answer(request: Review, path: str) -> dict[str, Any]:
+        name = request["object"]["metadata"]["name"]
+        warnings = [f"{name} is deprecated", f"{name} is deprecated", "use a Secret instead"]
+        if name.startswith("refused"):
+            status = {"code": 403, "message": "refused names are refused"}
+            return {"allowed": False, "status": status, "warnings": warnings[:1]}
+        return {"allowed": True, "warnings": warnings}
+
+    webhook_server.answer = answer
+    hook = {"url": webhook_server.url, "caBundle": webhook_server.ca_bundle}
+    created(_configuration("ValidatingWebhookConfiguration", f"warn-{namespace}", namespace, hook))
+
+    warned = _until(
+        lambda: _kubectl(
+            apiserver,
+            "create",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            body=_config_map(f"cm-{len(webhook_server.reviews)}"),
+        ),
+        lambda done: done.returncode == 0 and "Warning" in done.stderr,
+    )
+    assert warned.returncode == 0, warned.stderr
+    name = webhook_server.reviews[-1]["request"]["object"]["metadata"]["name"]
+    assert warned.stderr.splitlines() == [
+        f"Warning: {name} is deprecated",
+        "Warning: use a Secret instead",
+    ], warned.stderr
+
+    refused = _kubectl(
+        apiserver, "create", "-n", namespace, "-f", "-", body=_config_map("refused-1")
+    )
+    assert refused.returncode != 0
+    assert "Warning: refused-1 is deprecated" in refused.stderr, refused.stderr
+    assert "refused names are refused" in refused.stderr
+
+    api = client.CoreV1Api(config.new_client_from_config(str(apiserver.kubeconfig)))
+    _, status, headers = api.create_namespaced_config_map_with_http_info(
+        namespace, _config_map("official")
+    )
+    assert status == 201
+    assert headers.get("Warning") == (
+        '299 - "official is deprecated", 299 - "use a Secret instead"'
+    ), headers

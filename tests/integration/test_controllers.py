@@ -10,6 +10,7 @@ with `blockOwnerDeletion`.
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from tests.integration.controlplane_fixture import Lab, lab, namespace
@@ -154,3 +155,140 @@ def test_a_new_namespace_gets_its_service_account_and_the_cluster_ca(lab: Lab) -
     )  # fmt: skip
     path = "/api/v1/namespaces/fresh/configmaps/kube-root-ca.crt"
     lab.until(lambda: lab.api("GET", path).json()["data"] == ca["data"], "the CA to be put back")
+
+
+# -- custom resources: found by discovery, as the controllers find them ----------------------
+
+
+def _crd(lab: Lab, kind: str) -> tuple[str, str]:
+    """Serve a namespaced custom resource `kind` (a group of the test's own, so that
+    each test gets a CRD the running controllers have never seen); its group/version
+    and plural."""
+    group = f"{uuid.uuid4().hex[:6]}.example.com"
+    plural = kind.lower() + "s"
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    lab.kubectl("apply", "-f", "-", input=json.dumps(crd))
+    lab.kubectl("wait", "--for=condition=Established", f"crd/{plural}.{group}")
+    return f"{group}/v1", plural
+
+
+def _custom(lab: Lab, namespace: str, api_version: str, kind: str, name: str, *owners: Any) -> Any:
+    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}}
+    if owners:
+        obj["metadata"]["ownerReferences"] = [_owner_ref(o) for o in owners]
+    lab.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(obj))
+    return lab.kubectl_json(
+        "get", f"{kind.lower()}.{api_version.split('/')[0]}", name, "-n", namespace
+    )
+
+
+def test_deleting_a_namespace_deletes_its_custom_objects(lab: Lab) -> None:
+    api_version, plural = _crd(lab, "Widget")
+    namespace = lab.new_namespace()
+    for name in ("a", "b"):
+        _custom(lab, namespace, api_version, "Widget", name)
+    _custom(lab, namespace, api_version, "Widget", "held")
+    lab.kubectl(
+        "patch", f"widget.{api_version.split('/')[0]}", "held", "-n", namespace, "--type=merge",
+        "-p", '{"metadata": {"finalizers": ["example.com/hold"]}}',
+    )  # fmt: skip
+    lab.kubectl("delete", "namespace", namespace, "--wait=false")
+    path = f"/apis/{api_version}/namespaces/{namespace}/{plural}"
+
+    def held_alone() -> bool:
+        names = [o["metadata"]["name"] for o in lab.api("GET", path).json()["items"]]
+        return names == ["held"]
+
+    lab.until(held_alone, "the custom objects without finalizers to go")
+    lab.until(
+        lambda: (
+            "widgets."
+            in json.dumps(lab.kubectl_json("get", "namespace", namespace)["status"]["conditions"])
+        ),
+        "the namespace to name the custom objects left",
+    )
+    lab.kubectl(
+        "patch", f"widget.{api_version.split('/')[0]}", "held", "-n", namespace, "--type=merge",
+        "-p", '{"metadata": {"finalizers": null}}',
+    )  # fmt: skip
+    lab.wait_gone(f"/api/v1/namespaces/{namespace}", timeout=60)
+    assert lab.api("GET", path).json()["items"] == []
+
+
+def test_custom_objects_owned_by_a_built_in_object_are_collected(lab: Lab, namespace: str) -> None:
+    api_version, plural = _crd(lab, "Gadget")
+    lab.kubectl("create", "configmap", "owner", "-n", namespace)
+    owner = lab.kubectl_json("get", "configmap", "owner", "-n", namespace)
+    _custom(lab, namespace, api_version, "Gadget", "dependent", owner)
+    lab.kubectl("delete", "configmap", "owner", "-n", namespace)
+    lab.wait_gone(f"/apis/{api_version}/namespaces/{namespace}/{plural}/dependent")
+
+
+def test_custom_owners_cascade_in_the_background_and_the_foreground(
+    lab: Lab, namespace: str
+) -> None:
+    api_version, plural = _crd(lab, "Gizmo")
+    group = api_version.split("/")[0]
+    base = f"/apis/{api_version}/namespaces/{namespace}/{plural}"
+    # Background: a custom owner, a custom dependent and a built-in one.
+    parent = _custom(lab, namespace, api_version, "Gizmo", "parent")
+    _custom(lab, namespace, api_version, "Gizmo", "child", parent)
+    lab.kubectl(
+        "create", "-n", namespace, "-f", "-",
+        input=json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "of-parent", "ownerReferences": [_owner_ref(parent)]},
+            }
+        ),
+    )  # fmt: skip
+    lab.kubectl("delete", f"gizmo.{group}", "parent", "-n", namespace)
+    lab.wait_gone(f"{base}/child")
+    lab.wait_gone(f"/api/v1/namespaces/{namespace}/configmaps/of-parent")
+
+    # Foreground: kubectl waits for the owner, which waits for its blocking dependent,
+    # which a finalizer holds until the test lets it go.
+    top = _custom(lab, namespace, api_version, "Gizmo", "top")
+    _custom(lab, namespace, api_version, "Gizmo", "below", top)
+    lab.kubectl(
+        "patch", f"gizmo.{group}", "below", "-n", namespace, "--type=merge",
+        "-p", '{"metadata": {"finalizers": ["example.com/hold"]}}',
+    )  # fmt: skip
+    lab.kubectl(
+        "delete", f"gizmo.{group}", "top", "-n", namespace, "--cascade=foreground", "--wait=false"
+    )
+    lab.until(
+        lambda: lab.api("GET", f"{base}/below").json()["metadata"].get("deletionTimestamp"),
+        "the dependent to be deleted",
+    )
+    top_now = lab.api("GET", f"{base}/top").json()
+    assert top_now["metadata"]["finalizers"] == ["foregroundDeletion"], top_now
+    lab.kubectl(
+        "patch", f"gizmo.{group}", "below", "-n", namespace, "--type=merge",
+        "-p", '{"metadata": {"finalizers": null}}',
+    )  # fmt: skip
+    lab.wait_gone(f"{base}/below")
+    lab.wait_gone(f"{base}/top")

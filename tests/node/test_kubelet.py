@@ -61,7 +61,7 @@ def ns(node_api: NodeAPI) -> str:
         f"/api/v1/namespaces/{name}/serviceaccounts",
         body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
     )
-    ca = node_api.env.directory.joinpath("ca.crt").read_text()
+    ca = node_api.ca_dir.joinpath("ca.crt").read_text()
     node_api.client.request(
         "POST",
         f"/api/v1/namespaces/{name}/configmaps",

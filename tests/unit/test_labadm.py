@@ -81,6 +81,8 @@ def test_dry_run_prints_kubeadm_style_lines(
     assert '[control-plane] Creating static Pod manifest for "kube-apiserver"' in out
     assert "[kubelet-start] Would start kubelet (sv up kubelet)" in out
     assert "[addons] Would start kubelab-network" in out
+    assert '[addons] Creating Deployment "kube-dns" of the cluster DNS add-on' in out
+    assert "[addons] Applied essential addon: cluster DNS at 10.96.0.10" in out
 
 
 def test_token_form_and_hash_pin() -> None:

@@ -186,6 +186,8 @@ class Event:
     container_id: str
     pod_uid: str
     action: str
+    at: float = 0.0
+    """When it happened (epoch seconds); 0: unknown."""
 
 
 class ExecSession(Protocol):
@@ -216,7 +218,10 @@ class Runtime(Protocol):
     def version(self) -> str: ...
 
     # -- sandboxes -----------------------------------------------------------------------
-    def run_sandbox(self, config: SandboxConfig) -> str: ...
+    def run_sandbox(self, config: SandboxConfig) -> SandboxStatus:
+        """Start the sandbox; its status (IP included), as CRI's RunPodSandbox followed
+        by PodSandboxStatus, so that the caller needs no relist to go on."""
+        ...
 
     def stop_sandbox(self, sandbox_id: str) -> None: ...
 

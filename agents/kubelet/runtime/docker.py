@@ -18,10 +18,10 @@ before 1.24):
   (CAP_SYS_RESOURCE is outside the bounding set), so the kubelet asks for every
   capability instead (`cap_add=ALL`) and logs that it did.
 
-Inspections of containers are cached by id and the state the list reports (a running or
-exited container's inspection changes only with its state), so a relist costs one list
-call, plus one inspect per container that changed and one per sandbox (not one per
-container each relist).
+Inspections of sandboxes and containers are cached by id and the state the list reports
+(a running or exited container's inspection changes only with its state), so a relist
+costs two list calls plus one inspect per sandbox or container that changed, not one per
+sandbox each relist (which made a relist's cost grow with the pods on the node).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
@@ -65,10 +65,16 @@ from agents.kubelet.runtime import (
 
 log = logging.getLogger("kubelab.kubelet.docker")
 
+T = TypeVar("T", SandboxStatus, ContainerStatus)
+
 TYPE_LABEL = "io.kubernetes.docker.type"
 ATTEMPT_LABEL = "io.kubernetes.attempt"
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
-STABLE_STATES = ("running", "exited", "dead")
+STABLE_STATES = ("created", "running", "exited", "dead")
+"""Listed states whose inspection stays as it is until the state changes (not
+"restarting", "removing", "paused": the kubelet makes none of them, but another may)."""
+STATE_EVENTS = ("create", "start", "die", "oom", "destroy")
+"""The engine's container events that change what a relist sees."""
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _CLONE_NEWNET = 0x40000000
 
@@ -213,6 +219,7 @@ class DockerRuntime:
         self.api: docker.APIClient = self.client.api
         self._seen: dict[str, tuple[str, ContainerStatus]] = {}
         """Container id -> (the state the list said, the inspected status)."""
+        self._seen_sandboxes: dict[str, tuple[str, SandboxStatus]] = {}
         self._lock = threading.Lock()
         self._execs = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="exec")
 
@@ -254,8 +261,7 @@ class DockerRuntime:
     def _name(self, what: str, pod: PodRef, attempt: int) -> str:
         return f"{self.prefix}_{what}_{pod.name}_{pod.namespace}_{pod.uid}_{attempt}"
 
-    def run_sandbox(self, config: SandboxConfig) -> str:
-        self._ensure_image(self.pause_image)
+    def run_sandbox(self, config: SandboxConfig) -> SandboxStatus:
         labels = {
             **config.labels,
             NODE: self.node,
@@ -273,18 +279,32 @@ class DockerRuntime:
             init=False,
         )
         name = self._name("POD", config.pod, config.attempt)
-        try:
-            created = self.api.create_container(
+
+        def create() -> Any:
+            return self.api.create_container(
                 self.pause_image,
                 name=name,
                 hostname=None if config.host_network else config.hostname[:63],
                 labels=labels,
                 host_config=host_config,
             )
+
+        try:
+            try:
+                created = create()
+            except docker.errors.ImageNotFound:  # pulled once, not looked up for every pod
+                self.pull_image(self.pause_image)
+                created = create()
             self.api.start(created["Id"])
+            info = self._inspect(created["Id"])  # its IP, as CRI's PodSandboxStatus
         except docker.errors.APIError as exc:
             raise _failure(exc, f"starting sandbox {name}") from None
-        return str(created["Id"])
+        if info is None:
+            raise NotFound(f"sandbox {name} vanished as it started")
+        status = self._sandbox_status(info)
+        with self._lock:  # the next relist need not inspect it again
+            self._seen_sandboxes[status.id] = (str(info["State"].get("Status", "")), status)
+        return status
 
     def stop_sandbox(self, sandbox_id: str) -> None:
         try:
@@ -293,8 +313,7 @@ class DockerRuntime:
             raise _failure(exc, f"stopping sandbox {sandbox_id[:12]}") from None
 
     def remove_sandbox(self, sandbox_id: str) -> None:
-        with contextlib.suppress(docker.errors.NotFound):
-            self.api.remove_container(sandbox_id, force=True, v=True)
+        self.remove_container(sandbox_id)
 
     def _listed(self, kind: str) -> list[dict[str, Any]]:
         try:
@@ -312,36 +331,68 @@ class DockerRuntime:
             return None
         return info
 
+    def _sandbox_status(self, info: dict[str, Any]) -> SandboxStatus:
+        labels = info["Config"]["Labels"] or {}
+        networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
+        ip = next((n.get("IPAddress") for n in networks.values() if n.get("IPAddress")), "")
+        return SandboxStatus(
+            id=info["Id"],
+            pod=PodRef(labels[POD_NAMESPACE], labels[POD_NAME], labels[POD_UID]),
+            attempt=int(labels.get(ATTEMPT_LABEL, 0)),
+            ready=bool(info["State"].get("Running")),
+            ip=ip or "",
+            created_at=_time(info.get("Created")) or 0.0,
+            labels=labels,
+        )
+
     def list_sandboxes(self) -> list[SandboxStatus]:
+        return self._list_cached("podsandbox", self._sandbox_status, self._seen_sandboxes)
+
+    def _list_cached(
+        self,
+        kind: str,
+        status: Callable[[dict[str, Any]], T],
+        cache: dict[str, tuple[str, T]],
+    ) -> list[T]:
+        """One list call, and an inspection only of those whose listed state is new: what
+        an inspection says of a created, running or exited container (a sandbox's IP
+        included) changes only with its state, as the kubelet never restarts one in place."""
+        with self._lock:
+            before = dict(cache)
         out = []
-        for entry in self._listed("podsandbox"):
-            info = self._inspect(entry["Id"])
+        seen: dict[str, tuple[str, T]] = {}
+        for entry in self._listed(kind):
+            cid, listed = entry["Id"], str(entry.get("State", ""))
+            with self._lock:
+                cached = cache.get(cid)
+            if cached is not None and cached[0] == listed and listed in STABLE_STATES:
+                seen[cid] = cached
+                out.append(cached[1])
+                continue
+            info = self._inspect(cid)
             if info is None:
                 continue
-            labels = info["Config"]["Labels"] or {}
-            networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
-            ip = next((n.get("IPAddress") for n in networks.values() if n.get("IPAddress")), "")
-            out.append(
-                SandboxStatus(
-                    id=info["Id"],
-                    pod=PodRef(labels[POD_NAMESPACE], labels[POD_NAME], labels[POD_UID]),
-                    attempt=int(labels.get(ATTEMPT_LABEL, 0)),
-                    ready=bool(info["State"].get("Running")),
-                    ip=ip or "",
-                    created_at=_time(info.get("Created")) or 0.0,
-                    labels=labels,
-                )
-            )
+            found = status(info)
+            # Keyed by the state inspected, which may be newer than the state listed.
+            seen[cid] = (str(info["State"].get("Status", "")), found)
+            out.append(found)
+        with self._lock:
+            # Entries that changed meanwhile (`run_sandbox` put one in) are newer: kept.
+            for cid, old in before.items():
+                if cid not in seen and cache.get(cid) is old:
+                    del cache[cid]
+            for cid, new in seen.items():
+                if cache.get(cid) is before.get(cid):
+                    cache[cid] = new
         return out
 
     # -- containers ----------------------------------------------------------------------
 
     def create_container(self, sandbox_id: str, config: ContainerConfig) -> str:
-        sandbox = self._inspect(sandbox_id)
-        if sandbox is None:
-            raise NotFound(f"no sandbox {sandbox_id[:12]}")
-        slabels = sandbox["Config"]["Labels"]
-        pod = PodRef(slabels[POD_NAMESPACE], slabels[POD_NAME], slabels[POD_UID])
+        # The pod's name from the container's own labels: no inspection of the sandbox (the
+        # engine refuses a sandbox that is gone when the container starts).
+        labels = config.labels
+        pod = PodRef(labels[POD_NAMESPACE], labels[POD_NAME], labels[POD_UID])
         r = config.resources
         host_config = self.api.create_host_config(
             network_mode=f"container:{sandbox_id}",
@@ -410,6 +461,7 @@ class DockerRuntime:
             self.api.remove_container(container_id, force=True, v=True)
         with self._lock:
             self._seen.pop(container_id, None)
+            self._seen_sandboxes.pop(container_id, None)
 
     def _status(self, info: dict[str, Any]) -> ContainerStatus:
         state = info["State"]
@@ -446,27 +498,7 @@ class DockerRuntime:
         )
 
     def list_containers(self) -> list[ContainerStatus]:
-        out = []
-        seen: dict[str, tuple[str, ContainerStatus]] = {}
-        for entry in self._listed("container"):
-            cid, listed = entry["Id"], str(entry.get("State", ""))
-            with self._lock:
-                cached = self._seen.get(cid)
-            # What an inspection says of a running or exited container changes only with
-            # its state (the kubelet never restarts a container in place).
-            if cached is not None and cached[0] == listed and listed in STABLE_STATES:
-                seen[cid] = cached
-                out.append(cached[1])
-                continue
-            info = self._inspect(cid)
-            if info is None:
-                continue
-            status = self._status(info)
-            seen[cid] = (listed, status)
-            out.append(status)
-        with self._lock:
-            self._seen = seen
-        return out
+        return self._list_cached("container", self._status, self._seen)
 
     # -- images --------------------------------------------------------------------------
 
@@ -478,10 +510,6 @@ class DockerRuntime:
         except docker.errors.APIError as exc:
             raise _failure(exc, f"inspecting image {image}") from None
         return ImageInfo(image, str(info["Id"]), int(info.get("Size") or 0))
-
-    def _ensure_image(self, image: str) -> None:
-        if self.image_status(image) is None:
-            self.pull_image(image)
 
     def pull_image(self, image: str) -> ImageInfo:
         repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
@@ -599,12 +627,27 @@ class DockerRuntime:
             since=int(now),
             until=int(now + stop_after),
             decode=True,
-            filters={"type": "container", "label": f"{NODE}={self.node}"},
+            # Only changes of state: not exec_* (every exec probe), attach, resize, kill.
+            filters={
+                "type": "container",
+                "label": f"{NODE}={self.node}",
+                "event": list(STATE_EVENTS),
+            },
         )
         try:
             for raw in stream:
                 attrs = (raw.get("Actor") or {}).get("Attributes") or {}
-                yield Event(str(raw.get("id", "")), attrs.get(POD_UID, ""), str(raw.get("status")))
+                if raw.get("status") == "oom":
+                    # The engine may mark OOMKilled after the container shows exited: an
+                    # inspection cached at "exited" would miss it for good.
+                    with self._lock:
+                        self._seen.pop(str(raw.get("id", "")), None)
+                yield Event(
+                    str(raw.get("id", "")),
+                    attrs.get(POD_UID, ""),
+                    str(raw.get("status")),
+                    int(raw.get("timeNano") or 0) / 1e9,
+                )
         except docker.errors.APIError as exc:
             raise _failure(exc, "reading the engine's events") from None
         finally:

@@ -143,11 +143,11 @@ class MemoryRuntime:
 
     # -- sandboxes -----------------------------------------------------------------------
 
-    def run_sandbox(self, config: SandboxConfig) -> str:
+    def run_sandbox(self, config: SandboxConfig) -> SandboxStatus:
         with self._cond:
             sid = self._id("sandbox")
             n = next(self._ip)
-            self._sandboxes[sid] = SandboxStatus(
+            status = self._sandboxes[sid] = SandboxStatus(
                 id=sid,
                 pod=config.pod,
                 attempt=config.attempt,
@@ -157,7 +157,7 @@ class MemoryRuntime:
                 labels={**config.labels, NODE: self.node},
             )
             self._emit(sid, config.pod.uid, "sandbox-start")
-            return sid
+            return status
 
     def stop_sandbox(self, sandbox_id: str) -> None:
         with self._cond:

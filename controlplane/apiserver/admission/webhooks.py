@@ -27,8 +27,9 @@ that cannot be called, times out or answers nonsense fails the request
 so: the apiserver has no route to cluster IPs until the pod network exists.
 
 ``reinvocationPolicy: IfNeeded`` calls a mutating webhook once more when a later
-webhook changed the object (built-in plugins are not run again). Left out: webhook
-``warnings`` and audit annotations, and sending the object in another version
+webhook changed the object (built-in plugins are not run again). A webhook's
+``warnings`` go to the client as ``Warning`` headers (`warning`), even with a denial, as
+Kubernetes passes them on. Left out: audit annotations, and sending the object in another version
 than the stored one (autoscaling/v1 HPA writes reach webhooks as autoscaling/v2).
 """
 
@@ -36,21 +37,20 @@ from __future__ import annotations
 
 import base64
 import binascii
-import http.client
 import json
 import logging
-import ssl
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from kubelab.api import errors, resources
 from kubelab.api.patch import PatchError, json_patch
 from kubelab.api.selectors import selector_from_label_selector
 
+from .. import warning
 from ..registry import Attributes
+from ..webhookclient import CallError, post, review_response
 from .interfaces import WRITES, Lookup, MutationInterface, ValidationInterface
 
 log = logging.getLogger("kubelab.apiserver.webhooks")
@@ -64,11 +64,6 @@ MUTATING = "mutatingwebhookconfigurations.admissionregistration.k8s.io"
 VALIDATING = "validatingwebhookconfigurations.admissionregistration.k8s.io"
 REVIEW_API_VERSION = "admission.k8s.io/v1"
 _OPTIONS_KIND = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
-_MAX_RESPONSE = 3 * 1024 * 1024
-
-
-class CallError(Exception):
-    """The webhook could not be called, or answered something that is not a review."""
 
 
 @dataclass(frozen=True)
@@ -152,8 +147,10 @@ class Webhooks:
         uid = review["request"]["uid"]
         timeout = int(hook.spec.get("timeoutSeconds") or 10)
         try:
-            answer = _post(hook.spec.get("clientConfig") or {}, review, timeout)
-            response = _response(answer, uid)
+            answer = post(hook.spec.get("clientConfig") or {}, review, timeout)
+            response = review_response(answer, REVIEW_API_VERSION, "AdmissionReview", uid)
+            for text in _warnings(response):
+                warning.add(text)
             if not response.get("allowed"):
                 raise _denied(hook.name, response.get("status"))
             patched = _patched(response, attrs.object) if mutating else None
@@ -271,84 +268,6 @@ def _review(attrs: Attributes) -> Object:
     return {"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "request": request}
 
 
-def _tls_context(config: Object) -> ssl.SSLContext:
-    bundle = config.get("caBundle")
-    if not bundle:
-        return ssl.create_default_context()
-    try:
-        pem = base64.b64decode(bundle, validate=True).decode()
-        return ssl.create_default_context(cadata=pem)
-    except (binascii.Error, UnicodeDecodeError, ssl.SSLError, ValueError) as exc:
-        raise CallError(
-            f"failed to call webhook: caBundle is not a base64 PEM bundle: {exc}"
-        ) from None
-
-
-def _post(config: Object, review: Object, timeout: int) -> Object:
-    service = config.get("service")
-    if service is not None:
-        where = f"{service.get('namespace')}/{service.get('name')}"
-        raise CallError(
-            f"failed to call webhook: service {where}: webhooks behind a Service are not "
-            "reachable yet (the apiserver has no route to cluster IPs until the pod "
-            "network exists); give clientConfig.url instead"
-        )
-    url = str(config.get("url") or "")
-    parts = urlsplit(url)
-    target = f"{url}?timeout={timeout}s"
-    connection = http.client.HTTPSConnection(
-        parts.hostname or "", parts.port or 443, timeout=timeout, context=_tls_context(config)
-    )
-    try:
-        connection.request(
-            "POST",
-            f"{parts.path or '/'}?timeout={timeout}s",
-            body=json.dumps(review).encode(),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-        )
-        reply = connection.getresponse()
-        body = reply.read(_MAX_RESPONSE + 1)
-    except TimeoutError:
-        raise CallError(
-            f'failed to call webhook: Post "{target}": context deadline exceeded'
-        ) from None
-    except (OSError, http.client.HTTPException) as exc:
-        raise CallError(f'failed to call webhook: Post "{target}": {exc}') from None
-    finally:
-        connection.close()
-    if reply.status != 200:
-        raise CallError(
-            f"received invalid webhook response: the server answered {reply.status} "
-            f"{reply.reason}: {body[:200]!r}"
-        )
-    if len(body) > _MAX_RESPONSE:
-        raise CallError("received invalid webhook response: larger than 3 MiB")
-    try:
-        answer = json.loads(body)
-    except ValueError as exc:
-        raise CallError(f"received invalid webhook response: not JSON: {exc}") from None
-    if not isinstance(answer, dict):
-        raise CallError("received invalid webhook response: not an AdmissionReview object")
-    return answer
-
-
-def _response(answer: Object, uid: str) -> Object:
-    if answer.get("apiVersion") != REVIEW_API_VERSION or answer.get("kind") != "AdmissionReview":
-        raise CallError(
-            "received invalid webhook response: expected apiVersion admission.k8s.io/v1 "
-            f"and kind AdmissionReview, got {answer.get('apiVersion')}/{answer.get('kind')}"
-        )
-    response = answer.get("response")
-    if not isinstance(response, dict):
-        raise CallError("received invalid webhook response: no response")
-    if response.get("uid") != uid:
-        raise CallError(
-            f"received invalid webhook response: expected response.uid={uid!r}, "
-            f"got {response.get('uid')!r}"
-        )
-    return response
-
-
 def _denied(name: str, status: Any) -> errors.StatusError:
     """The denial as Kubernetes words it, with the webhook's own code (at least 400) and
     reason."""
@@ -366,6 +285,14 @@ def _denied(name: str, status: Any) -> errors.StatusError:
     return errors.StatusError(
         code, str(status.get("reason") or ""), message, details if isinstance(details, dict) else {}
     )
+
+
+def _warnings(response: Object) -> list[str]:
+    """The warnings a webhook sends back for the client (``response.warnings``)."""
+    found = response.get("warnings") or []
+    if not isinstance(found, list) or not all(isinstance(w, str) for w in found):
+        raise CallError("received invalid webhook response: warnings is not a list of strings")
+    return found
 
 
 def _patched(response: Object, obj: Object | None) -> Object | None:

@@ -1,13 +1,14 @@
 """The rules of apiextensions.k8s.io/v1 CustomResourceDefinitions as objects: names
 defaulted, the shape the CRD controller relies on checked (`controlplane.apiserver.crds`
-serves what passes), and the cleanup finalizer added, so that deleting a CRD first
+serves what passes; validation rules must compile, `kubelab.api.celrules`), and the
+cleanup finalizer added, so that deleting a CRD first
 deletes its objects."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubelab.api import errors
+from kubelab.api import celrules, errors
 from kubelab.api.errors import FieldError
 
 from .generic import StatusResetStrategy
@@ -78,6 +79,7 @@ def _validate_crd(obj: Object) -> list[FieldError]:
         found.append(
             errors.not_supported("spec.scope", spec.get("scope"), ["Cluster", "Namespaced"])
         )
+    found += _validate_conversion(spec.get("conversion") or {})
     versions = spec.get("versions")
     if not isinstance(versions, list) or not versions:
         found.append(
@@ -95,4 +97,50 @@ def _validate_crd(obj: Object) -> list[FieldError]:
     for i, version in enumerate(versions):
         if not isinstance(version, dict) or not version.get("name"):
             found.append(errors.required(f"spec.versions[{i}].name", ""))
+            continue
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if isinstance(schema, dict):
+            where = f"spec.versions[{i}].schema.openAPIV3Schema"
+            found += celrules.compile_errors(schema, where)
+    return found
+
+
+def _validate_conversion(conversion: Object) -> list[FieldError]:
+    """Strategy None, or Webhook with a webhook that speaks ConversionReview v1."""
+    strategy = conversion.get("strategy")
+    if strategy not in ("None", "Webhook"):
+        return [errors.not_supported("spec.conversion.strategy", strategy, ["None", "Webhook"])]
+    webhook = conversion.get("webhook")
+    if strategy == "None":
+        if webhook is not None:
+            return [
+                errors.forbidden(
+                    "spec.conversion.webhook",
+                    "should not be set when strategy is not set to Webhook",
+                )
+            ]
+        return []
+    if not isinstance(webhook, dict) or not isinstance(webhook.get("clientConfig"), dict):
+        return [
+            errors.required(
+                "spec.conversion.webhook.clientConfig", "required when strategy is set to Webhook"
+            )
+        ]
+    found = []
+    client = webhook["clientConfig"]
+    if not client.get("url") and not client.get("service"):
+        found.append(
+            errors.required(
+                "spec.conversion.webhook.clientConfig", "exactly one of url or service is required"
+            )
+        )
+    reviews = webhook.get("conversionReviewVersions") or []
+    if "v1" not in reviews:
+        found.append(
+            errors.invalid(
+                "spec.conversion.webhook.conversionReviewVersions",
+                reviews,
+                "must include at least one of v1",
+            )
+        )
     return found

@@ -176,8 +176,10 @@ def current_rv(admin: RestClient, namespace: str) -> str:
 def expire_history(env: Environment, namespace: str) -> errors.StatusError:
     """Stand-in for compaction: the apiserver's watch cache keeps 10,000 events per
     resource, far more than a test makes, so the next watch in `namespace` is answered
-    as one from a compacted resourceVersion would be (410), once released."""
-    fault = env.faults.gone(verb="watch", resource="pods", namespace=namespace).held()
+    as one from a compacted resourceVersion is, once released: as Kubernetes' watch
+    cache answers, HTTP 200 and then an ERROR event with a 410 Expired Status."""
+    too_old = errors.gone("too old resource version: the history was compacted (injected)")
+    fault = env.faults.watch_error(too_old, resource="pods", namespace=namespace).held()
     env.faults.end_watches(PODS, namespace)
     return fault  # type: ignore[return-value]
 

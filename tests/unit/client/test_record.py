@@ -88,3 +88,28 @@ def test_a_full_queue_drops_new_events_without_blocking(client: RestClient) -> N
     recorder.event(cm, NORMAL, "First", "queued")
     recorder.event(cm, NORMAL, "Second", "dropped")
     assert recorder.dropped == 1
+
+
+def test_objects_without_apiversion_and_kind_are_named_by_the_recorders_type(
+    client: RestClient, admin: RestClient, namespace: str
+) -> None:
+    """The items of a list or a watch come without apiVersion and kind (the kubelet's
+    pods): the recorder names them as it was told."""
+    cm = client.create(
+        CONFIGMAPS,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bare"}},
+        namespace,
+    )
+    bare = {"metadata": cm["metadata"]}
+    with EventRecorder(client, "kubelet", object_type=("v1", "ConfigMap")) as recorder:
+        recorder.event(bare, NORMAL, "Seen", "seen bare")
+    (event,) = _events_about(admin, namespace, "bare")
+    ref = event["involvedObject"]
+    assert (ref["apiVersion"], ref["kind"]) == ("v1", "ConfigMap")  # type: ignore[index]
+
+
+def test_without_a_client_nothing_is_recorded() -> None:
+    """A hollow node's recorder: events are accepted and go nowhere, with no thread."""
+    with EventRecorder(None, "kubelet", host="hollow-1") as recorder:
+        recorder.event({"metadata": {"name": "p", "uid": "u"}}, NORMAL, "Started", "started")
+        assert recorder._thread is None and recorder.dropped == 0

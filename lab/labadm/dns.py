@@ -1,0 +1,120 @@
+"""The cluster DNS add-on `labadm init` deploys, as kubeadm deploys CoreDNS.
+
+A Deployment `kube-system/coredns`-like (`kube-dns` here, one replica) runs
+`python -m agents.dns` from the node image, with a ServiceAccount allowed to list and
+watch Services and EndpointSlices, behind the Service `kube-system/kube-dns` at the
+fixed ClusterIP every kubelet writes into pods' resolv.conf (`--cluster-dns`,
+`layout.CLUSTER_DNS`). Its pod tolerates the control-plane taint and is placed on
+control-plane nodes: they hold the node image already (their static pods run it), so
+the add-on costs no large pull on workers, and a worker that stops does not take
+cluster DNS with it. Its own resolv.conf is the node's (`dnsPolicy: Default`): it
+cannot ask itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubelab.client import RestClient, resource_for
+from lab.labadm import tokens
+from lab.labadm.layout import CLUSTER_DNS, CONTROL_PLANE_LABEL, NODE_IMAGE_PYTHON
+from lab.labadm.workflow import say
+
+NAME = "kube-dns"
+NAMESPACE = "kube-system"
+LABELS = {"k8s-app": NAME}
+SERVICE_ACCOUNTS = resource_for("v1", "ServiceAccount")
+SERVICES = resource_for("v1", "Service")
+DEPLOYMENTS = resource_for("apps/v1", "Deployment")
+CLUSTER_ROLES = resource_for("rbac.authorization.k8s.io/v1", "ClusterRole")
+CLUSTER_ROLE_BINDINGS = resource_for("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
+ROLE = "system:kube-dns"
+
+
+def objects(image: str) -> list[tuple[Any, dict[str, Any]]]:
+    """The add-on's objects in the order they are created."""
+    meta = {"name": NAME, "namespace": NAMESPACE, "labels": LABELS}
+    pod = {
+        "metadata": {"labels": LABELS},
+        "spec": {
+            "serviceAccountName": NAME,
+            "priorityClassName": "system-cluster-critical",
+            "dnsPolicy": "Default",
+            "nodeSelector": {CONTROL_PLANE_LABEL: ""},
+            "tolerations": [{"key": CONTROL_PLANE_LABEL, "effect": "NoSchedule"}],
+            "containers": [
+                {
+                    "name": "dns",
+                    "image": image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": [NODE_IMAGE_PYTHON, "-m", "agents.dns", "--listen", "0.0.0.0:53"],
+                    "ports": [
+                        {"name": "dns", "containerPort": 53, "protocol": "UDP"},
+                        {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
+                    ],
+                    "resources": {"requests": {"cpu": "50m", "memory": "40Mi"}},
+                }
+            ],
+        },
+    }
+    return [
+        (SERVICE_ACCOUNTS, {"metadata": {"name": NAME, "namespace": NAMESPACE}}),
+        (
+            CLUSTER_ROLES,
+            {
+                "metadata": {"name": ROLE},
+                "rules": [
+                    {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch"]},
+                    {
+                        "apiGroups": ["discovery.k8s.io"],
+                        "resources": ["endpointslices"],
+                        "verbs": ["list", "watch"],
+                    },
+                ],
+            },
+        ),
+        (
+            CLUSTER_ROLE_BINDINGS,
+            {
+                "metadata": {"name": ROLE},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": ROLE,
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+            },
+        ),
+        (
+            DEPLOYMENTS,
+            {
+                "metadata": meta,
+                "spec": {"replicas": 1, "selector": {"matchLabels": LABELS}, "template": pod},
+            },
+        ),
+        (
+            SERVICES,
+            {
+                "metadata": meta,
+                "spec": {
+                    "selector": LABELS,
+                    "clusterIP": CLUSTER_DNS,
+                    "ports": [
+                        {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                        {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+                    ],
+                },
+            },
+        ),
+    ]
+
+
+def deploy(client: RestClient | None, image: str) -> None:
+    """Create the add-on's objects, leaving those that exist (a re-run of the phase);
+    a None client is a dry run."""
+    for resource, body in objects(image):
+        name = body["metadata"]["name"]
+        say("addons", f'Creating {resource.kind} "{name}" of the cluster DNS add-on')
+        if client is not None:
+            tokens.create_or_keep(client, resource, body)
+    say("addons", f"Applied essential addon: cluster DNS at {CLUSTER_DNS}")
