@@ -8,13 +8,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_DIR ?= .lab
 
-.PHONY: help venv images lint typecheck test test-fast soak bench up down status stop start up-local down-local status-local clean
+.PHONY: help venv images lint typecheck test test-fast soak bench up down status stop start verify up-local down-local status-local clean
 
 help:
 	@echo "make up        bring up the Docker lab (3 control-plane nodes behind haproxy, 2 workers; CONFIG=cluster.yaml) and print how to use kubectl"
 	@echo "make down      remove it (every container, volume and network it made)"
 	@echo "make status    its nodes, roles, addresses and readiness"
 	@echo "make stop      stop the lab's containers; make start brings the same cluster back"
+	@echo "make verify    testinfra checks of every node over SSH (INVENTORY=... for Vagrant's or your hosts)"
 	@echo "make up-local  a control plane as local processes in $(LAB_DIR)/ (3-member store, apiserver), no Docker"
 	@echo "make test      lint, type-check and run the test suite"
 	@echo "make test-fast unit tests, Raft transcripts and a few simulation seeds (the edit-test loop)"
@@ -28,16 +29,21 @@ SYSTEM_STAMP := $(VENV)/.system-packages
 
 # The image builder (lab/images.py) needs debootstrap and a C compiler (the pause image);
 # the lab pushes images into its registry with skopeo.
-SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils skopeo
-SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip skopeo
+# ansible/ runs on Debian's ansible (7.x, with community.docker and community.general:
+# PyPI's ansible-core has no collections, and none can be fetched here); the Vagrantfile
+# on Debian's vagrant, without recommends (with them it pulls ~107 packages).
+SYSTEM_PACKAGES := etcd-server etcd-client debootstrap gcc libc6-dev binutils skopeo ansible openssh-client
+SYSTEM_PACKAGES_NO_RECOMMENDS := vagrant
+SYSTEM_COMMANDS := etcd etcdctl debootstrap gcc strip skopeo ansible-playbook ssh vagrant
 
 $(SYSTEM_STAMP):
 	@mkdir -p $(VENV)
 	@missing=""; for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "==> missing$$missing: installing Debian packages: $(SYSTEM_PACKAGES)"; \
-	  if [ "$$(id -u)" != 0 ]; then echo "need root for apt-get (or install $(SYSTEM_PACKAGES))"; exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
+	  if [ "$$(id -u)" != 0 ]; then echo "need root for apt-get (or install $(SYSTEM_PACKAGES) $(SYSTEM_PACKAGES_NO_RECOMMENDS))"; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES_NO_RECOMMENDS) >/dev/null; \
 	fi
 	@etcd --version | head -1
 	@touch $@
@@ -100,6 +106,14 @@ stop: $(STAMP)
 
 start: $(STAMP)
 	$(BIN)/labctl start --dir $(LAB_DIR) $(if $(CONFIG),--config $(CONFIG))
+
+# testinfra checks of node state over SSH, on every node of the inventory: the Docker
+# lab's (written by `make up`), Vagrant's, or one of your own hosts (ansible/).
+LAB_NAME ?= kubelab
+INVENTORY ?= $(LAB_DIR)/$(LAB_NAME)/inventory.ini
+verify: $(STAMP)
+	@test -f $(INVENTORY) || { echo "no inventory $(INVENTORY): make up first, or INVENTORY=..."; exit 1; }
+	$(BIN)/pytest -q -p no:cacheprovider tests/infra --inventory $(INVENTORY) $(if $(KUBECONFIG_FILE),--kubeconfig $(KUBECONFIG_FILE))
 
 up-local: $(STAMP)
 	$(BIN)/python -m lab.localcluster up --dir $(LAB_DIR)/store --members 3

@@ -21,12 +21,16 @@ addresses and the kubeconfig's path ends it, and the lab's context is merged int
 user's kubeconfig (`lab.kubeconfigs`). A running lab's other commands (stop, start,
 nodes add|remove, load-image, kubeconfig) are `lab.lifecycle`'s.
 
-Commands reach the nodes through `NodeShell`, one small interface; today it is `docker
-exec` (`DockerShell`). SSH (fabric/paramiko, keys made per cluster, as the issue asks)
-is meant to replace it behind the same interface, so that VMs and real hosts given an
-inventory take the same path.
+Commands reach the nodes through `NodeShell`, one small interface, implemented over SSH
+(`lab.ssh.SSHShell`: fabric/paramiko, a key pair made per cluster, host keys pinned), so
+that VMs and real hosts given an inventory take the same path as node containers.
+`docker exec` is used only before sshd answers: to install the cluster's key and read
+the node's host key (`lab.ssh.authorize_docker_node`). The lab writes an Ansible
+inventory and an SSH config beside the kubeconfig (`lab.inventory`) whenever its nodes
+change; `labctl ssh <node> [command]` runs OpenSSH with that config.
 
-The lab's files are in `.lab/<name>/` (admin.conf, the config used, state.json);
+The lab's files are in `.lab/<name>/` (admin.conf, state.json, ssh/ with the keys,
+ssh_config, inventory.ini);
 containers, volumes and the network carry the label `org.kubelab.lab=<prefix>`, by
 which `down` removes them.
 """
@@ -35,10 +39,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -59,9 +65,11 @@ from kubelab.client import (
 )
 from lab import haproxy, kubeconfigs
 from lab.images import BUSYBOX_IMAGE, NGINX_IMAGE, PAUSE_IMAGE, Builder
+from lab.inventory import InventoryHost, write_files
 from lab.labadm.layout import API_PORT
 from lab.nodes import LAB_LABEL, Node, NodeCluster, NodeError
 from lab.registry import Registry, RegistryError
+from lab.ssh import ClusterKeys, Machine, SSHError, SSHShell, authorize_docker_node
 
 NODES = resource_for("v1", "Node")
 ROLES = ("control-plane", "worker")
@@ -127,23 +135,15 @@ class ClusterConfig:
 
 
 class NodeShell(Protocol):
-    """How the lab runs a command on a node and reads its output."""
+    """How the lab runs a command on a node (or the same one on several at once)."""
 
-    def run(self, node: Node, argv: list[str], *, timeout: float = 600) -> str: ...
+    def run(self, node: Machine, argv: Sequence[str], *, timeout: float = 600) -> str: ...
 
+    def run_many(
+        self, nodes: Sequence[Machine], argv: Sequence[str], *, timeout: float = 600
+    ) -> dict[str, str]: ...
 
-class DockerShell:
-    """`docker exec` into the node container (until SSH takes its place)."""
-
-    def run(self, node: Node, argv: list[str], *, timeout: float = 600) -> str:
-        done = node.exec(*argv, check=False, timeout=timeout)
-        out = done.stdout.decode(errors="replace")
-        if done.returncode != 0:
-            raise LabError(
-                f"`{' '.join(argv)}` failed on node {node.name} (exit {done.returncode}):\n"
-                f"{out}{done.stderr.decode(errors='replace')}"
-            )
-        return out
+    def close(self) -> None: ...
 
 
 @contextmanager
@@ -166,7 +166,8 @@ class Lab:
     config: ClusterConfig
     directory: Path
     prefix: str = ""
-    shell: NodeShell = field(default_factory=DockerShell)
+    shell: NodeShell | None = None
+    """Over SSH (`lab.ssh.SSHShell`), made on first use from the lab's keys."""
     builder: Builder = field(default_factory=Builder)
     nodes: NodeCluster | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -199,6 +200,37 @@ class Lab:
     def kubeconfig(self) -> Path:
         return self.directory / "admin.conf"
 
+    @property
+    def keys(self) -> ClusterKeys:
+        """The cluster's SSH key pair and pinned host keys (`ssh/` in the lab's folder)."""
+        return ClusterKeys(self.directory / "ssh")
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.directory / "ssh_config"
+
+    @property
+    def inventory(self) -> Path:
+        return self.directory / "inventory.ini"
+
+    def ssh(self) -> NodeShell:
+        """The shell to the nodes: SSH with the lab's keys (made by `open_ssh`)."""
+        if self.shell is None:
+            if not self.keys.private_key.exists():
+                raise LabError(f"no SSH keys in {self.keys.directory}: `labctl up` makes them")
+            self.shell = SSHShell(self.keys)
+        return self.shell
+
+    def open_ssh(self, nodes: list[Node]) -> None:
+        """Install the cluster's key in `nodes` and pin their host keys (docker exec:
+        sshd is just up), write the inventory and the SSH config, and check that each
+        node answers over SSH."""
+        keys = self.keys.ensure()
+        for node in nodes:
+            authorize_docker_node(node, keys)
+        self._save_state()
+        self.ssh().run_many(nodes, ["true"], timeout=60)
+
     def _timed(self, key: str, title: str, action: Callable[[], None]) -> None:
         started = time.monotonic()
         with step(title):
@@ -230,6 +262,7 @@ class Lab:
                 "lb", "Starting the load balancer (haproxy)", lambda: self._start_lb(control_planes)
             )
         self._save_state()
+        self._timed("ssh", "Opening SSH to the nodes", lambda: self.open_ssh(cluster.nodes))
         self._timed("load", "Filling the registry, loading pause into the nodes", self._fill)
         self._timed(
             "init",
@@ -319,7 +352,7 @@ class Lab:
         ]  # fmt: skip
         if self.config.control_planes > 1:
             argv += [f"--control-plane-endpoint={self.endpoint}", "--upload-certs"]
-        out = self.shell.run(node, argv)
+        out = self.ssh().run(node, argv)
         for line in out.splitlines():
             if line.startswith("labadm join ") and "--control-plane" in line:
                 self.control_plane_join = line.split()[1:]
@@ -329,7 +362,7 @@ class Lab:
             self.config.control_planes > 1 and not self.control_plane_join
         ):
             raise LabError(f"labadm init on {node.name} printed no join command:\n{out}")
-        kubeconfig = self.shell.run(node, ["cat", "/etc/kubelab/admin.conf"])
+        kubeconfig = self.ssh().run(node, ["cat", "/etc/kubelab/admin.conf"])
         self.kubeconfig.write_text(kubeconfig)
         self.kubeconfig.chmod(0o600)
 
@@ -337,22 +370,30 @@ class Lab:
         """`labadm join` on one node, timed."""
         started = time.monotonic()
         argv = [*LABADM, *join, f"--node-name={node.name}", f"--node-ip={node.ip}", *extra]
-        self.shell.run(node, argv)
+        self.ssh().run(node, argv)
         self.timings[f"join {node.name}"] = time.monotonic() - started
         print(f"   {node.name} joined in {time.monotonic() - started:.1f}s", flush=True)
 
     def _join(self, control_planes: list[Node], workers: list[Node]) -> None:
         """Control-plane nodes one after another (each store member is promoted before
-        the next is added), workers in parallel with them."""
+        the next is added); beside them the workers, all at once over one SSH
+        ThreadingGroup (each takes its node name from its hostname and its address from
+        what the name resolves to, the lab network's in a node container)."""
         image = f"--image={self.builder.tags('node')[0]}"
 
         def control_plane_joins() -> None:
             for node in control_planes:
                 self.join_node(node, self.control_plane_join, (image,))
 
-        with ThreadPoolExecutor(max_workers=len(workers) + 1) as pool:
+        def worker_joins() -> None:
+            started = time.monotonic()
+            self.ssh().run_many(workers, [*LABADM, *self.join_command])
+            print(f"   {len(workers)} workers joined in {time.monotonic() - started:.1f}s")
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
             futures = [pool.submit(control_plane_joins)]
-            futures += [pool.submit(self.join_node, w, self.join_command) for w in workers]
+            if workers:
+                futures.append(pool.submit(worker_joins))
             for future in futures:
                 future.result()
 
@@ -418,6 +459,14 @@ class Lab:
             ],
         }
         (self.directory / "state.json").write_text(json.dumps(state, indent=2))
+        if self.keys.private_key.exists() and self.nodes.addressing is not None:
+            hosts = [InventoryHost(n.name, n.ip, self.roles[n.name]) for n in self.nodes.nodes]
+            variables = {
+                "kubelab_pod_network_cidr": str(self.nodes.addressing.subnet),
+                "kubelab_node_image": self.nodes.image,
+                "kubelab_kubeconfig": str(self.kubeconfig.resolve()),
+            }
+            write_files(self.directory, hosts, self.keys, variables)
 
     def down(self) -> None:
         state = self.directory / "state.json"
@@ -431,8 +480,13 @@ class Lab:
                 f"{kubeconfigs.user_kubeconfig()}",
                 flush=True,
             )
-        for name in ("admin.conf", "state.json"):
-            (self.directory / name).unlink(missing_ok=True)
+        if self.shell is not None:
+            self.shell.close()
+        for path in (self.kubeconfig, self.directory / "state.json"):
+            path.unlink(missing_ok=True)
+        for path in (self.ssh_config, self.inventory):
+            path.unlink(missing_ok=True)
+        shutil.rmtree(self.keys.directory, ignore_errors=True)
 
     def status(self) -> None:
         state_file = self.directory / "state.json"
@@ -464,14 +518,28 @@ class Lab:
         print(f"kubeconfig: {self.kubeconfig.resolve()}")
 
 
-USAGE = {"nodes": "add | remove <name>", "load-image": "<image>"}
+USAGE = {
+    "nodes": "add | remove <name>",
+    "load-image": "<image>",
+    "ssh": "<node> [command ...] (the command's own options after --)",
+}
 """The operands of the actions that take some."""
 
 
 def operands_fit(action: str, operands: list[str]) -> bool:
+    if action == "ssh":
+        return len(operands) >= 1
     if action == "nodes":
         return operands == ["add"] or (len(operands) == 2 and operands[0] == "remove")
     return len(operands) == (1 if action == "load-image" else 0)
+
+
+def ssh(directory: Path, node: str, command: list[str]) -> None:
+    """`labctl ssh <node> [command]`: OpenSSH with the lab's config, in this process."""
+    config = directory / "ssh_config"
+    if not config.exists():
+        raise LabError(f"no lab in {directory} (no {config}); `labctl up` makes one")
+    os.execvp("ssh", ["ssh", "-F", str(config), node, *command])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -489,11 +557,12 @@ def main(argv: list[str] | None = None) -> None:
         ),
         "load-image": lambda lab, ops: lifecycle.load_image(lab, ops[0]),
         "kubeconfig": lambda lab, _: lifecycle.print_kubeconfig(lab),
+        "ssh": lambda lab, ops: ssh(lab.directory, ops[0], ops[1:]),
     }
     p = argparse.ArgumentParser(
         prog="labctl",
         description="The Docker lab: up, down, status, stop, start, nodes add|remove <name>, "
-        "load-image <image>, kubeconfig",
+        "load-image <image>, kubeconfig, ssh <node> [command]",
     )
     p.add_argument("action", choices=list(actions))
     p.add_argument("operands", nargs="*", help="; ".join(f"{a}: {u}" for a, u in USAGE.items()))
@@ -501,7 +570,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--name", help="the cluster's name (overrides the config's)")
     p.add_argument("--dir", type=Path, default=Path(".lab"), help="where the labs' files go")
     p.add_argument("--prefix", default="", help="name prefix of the lab's Docker objects")
-    args = p.parse_args(argv)
+    # ssh's command: what follows `--`, and what labctl's own options are not.
+    argv = sys.argv[1:] if argv is None else argv
+    after = argv.index("--") if "--" in argv else len(argv)
+    args, unknown = p.parse_known_args(argv[:after])
+    if args.action != "ssh" and (unknown or argv[after:]):
+        p.error(f"unrecognized arguments: {' '.join(unknown or argv[after:])}")
+    args.operands += [*unknown, *argv[after + 1 :]]
     if not operands_fit(args.action, args.operands):
         p.error(f"usage: labctl {args.action} {USAGE.get(args.action, '(no operands)')}")
     try:
@@ -512,7 +587,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         lab = Lab(config, args.dir / config.name, prefix=args.prefix)
         actions[args.action](lab, args.operands)
-    except (LabError, NodeError, RegistryError, docker.errors.DockerException) as exc:
+    except (LabError, NodeError, RegistryError, SSHError, docker.errors.DockerException) as exc:
         sys.exit(f"error: {exc}")
 
 

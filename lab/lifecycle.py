@@ -17,8 +17,9 @@ works on the lab that an earlier one made.
   starts the kubelet, the network agent and kube-proxy again; the kubelet starts the
   static control plane from its manifests and the pods' containers again.
 * `nodes add`: a new worker container (`worker<k>`, the next free name), pause loaded,
-  a join command made on the first control-plane node (`labadm token create
-  --print-join-command`) and run on the new node, then Ready awaited.
+  SSH opened to it (the inventory and SSH config rewritten), a join command made on the
+  first control-plane node (`labadm token create --print-join-command`) and run on the
+  new node, then Ready awaited.
 * `nodes remove <name>`: the worker drained with evictions (the real `kubectl drain`,
   which honours PodDisruptionBudgets), `labadm reset` on it, its Node deleted, its
   container and volume removed.
@@ -130,9 +131,9 @@ def add_worker(lab: Lab) -> Node:
         node = lab.add_node(name, "worker")
         node.wait_ready(120)
         lab.nodes.load_image(PAUSE_IMAGE, [node])
-        lab._save_state()
+        lab.open_ssh([node])  # its key and host key; the inventory names it
         control_plane = _control_plane(lab)
-        out = lab.shell.run(control_plane, [*LABADM, "token", "create", "--print-join-command"])
+        out = lab.ssh().run(control_plane, [*LABADM, "token", "create", "--print-join-command"])
         join = next((ln.split()[1:] for ln in out.splitlines() if ln.startswith("labadm join")), [])
         if not join:
             raise LabError(f"labadm token create on {control_plane.name} printed no join command")
@@ -174,7 +175,7 @@ def remove_worker(lab: Lab, name: str) -> None:
         if drain.returncode != 0:
             raise LabError(f"kubectl drain {name} failed: {drain.stderr.strip()}")
     with step(f"labadm reset on {name}, its Node deleted, its container removed"):
-        lab.shell.run(node, [*LABADM, "reset", "-f"])
+        lab.ssh().run(node, [*LABADM, "reset", "-f"])
         try:
             lab.client().delete(NODES, name)
         except StatusError as exc:

@@ -843,7 +843,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="labctl",
         description="Operate a running kubelab.",
         epilog="The Docker lab: labctl up|down|status|stop|start [--config cluster.yaml], "
-        "labctl nodes add|remove <name>, labctl load-image <image>, labctl kubeconfig "
+        "labctl nodes add|remove <name>, labctl load-image <image>, labctl kubeconfig, "
+        "labctl ssh <node> [command] "
         "(see `labctl up --help`).",
         parents=[common],
     )
@@ -964,7 +965,7 @@ def _unreachable_hint(ctx: Context | None) -> str:
     return "; check --endpoints and that the store is running"
 
 
-LAB_VERBS = ("up", "down", "status", "stop", "start", "nodes", "load-image", "kubeconfig")
+LAB_VERBS = ("up", "down", "status", "stop", "start", "nodes", "load-image", "kubeconfig", "ssh")
 """The Docker lab's verbs: `lab.cluster` answers them. The library never imports the lab
 tooling above it (the layers' contract), so labctl hands the whole command line over to
 `python -m lab.cluster` instead."""
