@@ -331,17 +331,26 @@ class Storage:
         `current` is the object as just read from the store. `guess` is a copy that may
         be stale (the watch cache's), tried first instead of a read, as Kubernetes'
         GuaranteedUpdate tries its cached object: the write's revision check catches a
-        stale one (the conflict brings the current value), and a change that is empty on
-        the guess is tried again on a fresh read, since it may not be empty on the
-        current object.
+        stale one (the conflict brings the current value). Whatever goes wrong on the
+        guess alone (a conflict, an error `mutate` raises, such as a pinned
+        resourceVersion the stale copy does not have, or a change that is empty on it) is
+        tried again on a fresh read before it counts, so a guess never changes an answer;
+        `retries` counts attempts on fresh values only.
         """
         fresh = guess is None or current is not None
         obj = current if current is not None else guess if guess is not None else self.get(key)
-        for _ in range(retries):
+        attempts = 0
+        while True:
             if obj is None:
                 raise KeyNotFound(key)
             revision = int(obj["metadata"]["resourceVersion"])
-            new = mutate(fastjson.copy(obj))
+            try:
+                new = mutate(fastjson.copy(obj))
+            except Exception:
+                if fresh:
+                    raise
+                obj, fresh = self.get(key), True
+                continue
             if new is None:
                 if fresh:
                     return obj, False
@@ -351,8 +360,10 @@ class Storage:
             try:
                 return self.update(key, new, revision, acquire, release), True
             except RevisionConflict as exc:
+                attempts += fresh
                 obj, fresh = exc.current, True
-        raise RevisionConflict(key, obj)
+                if attempts >= retries:
+                    raise RevisionConflict(key, obj) from None
 
     # -- helpers -------------------------------------------------------------------------
 
