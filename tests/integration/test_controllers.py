@@ -222,13 +222,13 @@ def test_deleting_a_namespace_deletes_its_custom_objects(lab: Lab) -> None:
         return names == ["held"]
 
     lab.until(held_alone, "the custom objects without finalizers to go")
-    lab.until(
-        lambda: (
-            "widgets."
-            in json.dumps(lab.kubectl_json("get", "namespace", namespace)["status"]["conditions"])
-        ),
-        "the namespace to name the custom objects left",
-    )
+
+    def conditions() -> str:
+        """The namespace's conditions (none until the controller has looked once)."""
+        found = lab.kubectl_json("get", "namespace", namespace)
+        return json.dumps(found["status"].get("conditions", []))
+
+    lab.until(lambda: "widgets." in conditions(), "the namespace to name the custom objects left")
     lab.kubectl(
         "patch", f"widget.{api_version.split('/')[0]}", "held", "-n", namespace, "--type=merge",
         "-p", '{"metadata": {"finalizers": null}}',
