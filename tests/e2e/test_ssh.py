@@ -22,8 +22,9 @@ def test_one_command_on_every_node_at_once(lab: Lab) -> None:
 
 def test_a_failing_command_names_the_node_and_its_output(lab: Lab) -> None:
     assert lab.nodes is not None and lab.shell is not None
-    with pytest.raises(SSHError, match=r"failed on worker1 \(exit 3\):\nboom"):
-        lab.shell.run_many(lab.nodes.nodes[1:2], ["sh", "-c", "echo boom; exit 3"])
+    worker = lab.worker_nodes[0]
+    with pytest.raises(SSHError, match=rf"failed on {worker.name} \(exit 3\):\nboom"):
+        lab.shell.run_many([worker], ["sh", "-c", "echo boom; exit 3"])
 
 
 def test_a_host_key_not_pinned_is_refused(lab: Lab, tmp_path: Path) -> None:
@@ -35,9 +36,10 @@ def test_a_host_key_not_pinned_is_refused(lab: Lab, tmp_path: Path) -> None:
 
 
 def test_openssh_with_the_generated_config(lab: Lab) -> None:
-    for name in ("worker1", lab.nodes.nodes[1].ip if lab.nodes else ""):
+    worker = lab.worker_nodes[0]
+    for name in (worker.name, worker.ip):
         done = subprocess.run(
             ["ssh", "-F", str(lab.ssh_config), name, "hostname"],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
-        assert (done.returncode, done.stdout) == (0, "worker1\n"), done.stderr
+        assert (done.returncode, done.stdout) == (0, f"{worker.name}\n"), done.stderr

@@ -89,8 +89,11 @@ def test_control_plane_certificates(control_plane: Node) -> None:
         assert host.file(f"{PKI}/{pair}.crt").is_file, f"{pair}.crt on {control_plane.name}"
         assert host.file(f"{PKI}/{pair}.key").mode == 0o600
     assert host.file(f"{PKI}/sa.key").mode == 0o600
-    for name in ("admin", "super-admin", "controller-manager", "scheduler"):
+    for name in ("admin", "controller-manager", "scheduler"):
         assert host.file(f"/etc/kubelab/{name}.conf").mode == 0o600
+    # As kubeadm's, super-admin.conf is written by `init` alone, not by a control-plane join.
+    super_admin = host.file("/etc/kubelab/super-admin.conf")
+    assert not super_admin.exists or super_admin.mode == 0o600
 
 
 def test_static_pod_manifests_on_control_plane_nodes(control_plane: Node) -> None:
