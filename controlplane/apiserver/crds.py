@@ -252,7 +252,7 @@ class CRDController:
                 if self._sync(crd):
                     pending[crd["metadata"]["name"]] = crd
             self.synced.set()
-            for ev in self.cacher.events(w, 1.0):
+            for ev in self.cacher.events(w, lambda: 1.0):
                 if self._stopped.is_set():
                     return
                 if ev is None:  # a tick: another pass for those that need one

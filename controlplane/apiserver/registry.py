@@ -274,31 +274,45 @@ class WatchStream:
         self.cacher, self.r, self.watcher, self.first = cacher, r, watcher, first
         self.revision, self.opts = revision, opts
         self.deadline, self.bookmark_every = deadline, bookmark_every
+        self.sent = time.monotonic()
+        """When the stream last sent something (an event or a bookmark)."""
 
     def __iter__(self) -> Iterator[Object]:
         opts, w = self.opts, self.watcher
         last = max([e.revision for e in self.first], default=self.revision)
-        sent = time.monotonic()
+        self.sent = time.monotonic()
         for ev in self.first:
             yield {"type": ev.type, "object": ev.object}
         if opts.send_initial_events and opts.allow_bookmarks:
             last = max(last, self.revision)
             yield _bookmark(self.r, last, initial_end=True)
-        # Wake up at least once a second to notice the deadline and send bookmarks.
-        for item in self.cacher.events(w, timeout=1.0):
+        # A silent watch sleeps until its deadline or its next bookmark is due, not on a
+        # fixed tick: an idle cluster holds a hundred watches per apiserver, and waking
+        # each once a second was most of an idle apiserver's CPU.
+        for item in self.cacher.events(w, timeout=self._quiet_for):
             now = time.monotonic()
             if now >= self.deadline:
                 return
             if item is not None:
-                last, sent = item.revision, now
+                last, self.sent = item.revision, now
                 yield {"type": item.type, "object": item.object}
-            elif opts.allow_bookmarks and now - sent >= self.bookmark_every:
+            elif opts.allow_bookmarks and now - self.sent >= self.bookmark_every:
                 current = self.cacher.revision
                 if current > last and not w.closed:
-                    last, sent = current, now
+                    last, self.sent = current, now
                     yield _bookmark(self.r, last)
         if w.reason.startswith("resource version too old"):
             yield {"type": ERROR, "object": errors.gone(w.reason).status()}
+
+    def _quiet_for(self) -> float:
+        """Seconds the stream may wait for an event before it must act: end at the
+        deadline, or (if the client asked for bookmarks) send one `bookmark_every` after
+        the last thing it sent, checked at most once a second."""
+        now = time.monotonic()
+        wait = self.deadline - now
+        if self.opts.allow_bookmarks:
+            wait = min(wait, max(1.0, self.bookmark_every - (now - self.sent)))
+        return max(0.0, wait)
 
     def close(self) -> None:
         self.cacher.unwatch(self.r, self.watcher)
@@ -365,9 +379,10 @@ class Registry:
         # release in the same transaction (a Service's cluster IP and node ports); see
         # `services`.
         self.allocator = allocator
-        # Seconds a watch that asked for bookmarks may stay silent before it gets one
-        # (checked once a second); tests of clients shorten it (`lab.testenv`).
-        self.bookmark_every = 5.0
+        # Seconds a watch that asked for bookmarks may stay silent before it gets one:
+        # a minute, as Kubernetes' watch cache (its defaultBookmarkFrequency); tests of
+        # clients shorten it (`lab.testenv`).
+        self.bookmark_every = 60.0
 
     # -- reads ---------------------------------------------------------------------------
 

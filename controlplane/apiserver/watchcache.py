@@ -529,12 +529,12 @@ class Cacher:
         with self._cond:
             return sum(len(c.all_watchers()) for c in self.caches)
 
-    def events(self, w: Watcher, timeout: float) -> Iterator[Event | None]:
-        """The watcher's next events; yields None after `timeout` s without one (the
+    def events(self, w: Watcher, timeout: Callable[[], float]) -> Iterator[Event | None]:
+        """The watcher's next events; yields None after `timeout()` s without one (the
         caller's chance to send a bookmark or notice the deadline)."""
         while True:
             try:
-                item = w.queue.get(timeout=timeout)
+                item = w.queue.get(timeout=timeout())
             except queue.Empty:
                 if w.closed:
                     return
@@ -543,3 +543,5 @@ class Cacher:
             if item is None:
                 return
             yield item
+            if w.closed and w.queue.empty():
+                return  # closed with a full queue: its end marker did not fit

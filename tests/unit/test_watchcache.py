@@ -133,7 +133,7 @@ def cacher(store: ScriptedStore) -> Iterator[Cacher]:
 
 def _drain(c: Cacher, w: Any, n: int) -> list[Event]:
     out = []
-    for ev in c.events(w, timeout=2.0):
+    for ev in c.events(w, timeout=lambda: 2.0):
         assert ev is not None, "timed out waiting for an event"
         out.append(ev)
         if len(out) == n:
