@@ -335,7 +335,9 @@ class PodWorkers:
                 return
         try:
             volumes = (
-                self.volumes.setup(pod, self.config.node_ip, sandbox.ip, self.allocatable)
+                self.volumes.setup(
+                    pod, self.config.node_ip, self._pod_ip(pod, sandbox), self.allocatable
+                )
                 if self.volumes
                 else {}
             )
@@ -378,6 +380,14 @@ class PodWorkers:
         if self._pod_done(pod, self.pleg.snapshot(uid), policy):
             st.terminated = True
             self.runtime.stop_sandbox(sandbox.id)  # a finished pod holds no sandbox
+
+    def _pod_ip(self, pod: Object, sandbox: SandboxStatus) -> str:
+        """The pod's IP: its sandbox's, or for a `hostNetwork` pod (which has none of its
+        own) the node's, as Kubernetes reports it (`kubectl get pods -o wide` shows the
+        control plane's static pods at their node's address) and probes reach it."""
+        if not sandbox.ip and (pod.get("spec") or {}).get("hostNetwork"):
+            return self.config.node_ip
+        return sandbox.ip
 
     def _pod_done(self, pod: Object, snap: PodSnapshot, policy: str) -> bool:
         """Whether every app container has finished and none will restart."""
@@ -594,7 +604,7 @@ class PodWorkers:
             c,
             self._lookup,
             host_ip=self.config.node_ip,
-            pod_ip=sandbox.ip,
+            pod_ip=self._pod_ip(pod, sandbox),
             allocatable=self.allocatable,
             services=podspec.service_environment(
                 self.services(),
@@ -675,7 +685,7 @@ class PodWorkers:
                 self.runtime,
                 running.id,
                 c,
-                sandbox.ip,
+                self._pod_ip(pod, sandbox),
                 float(probe.get("timeoutSeconds", 1)),
             )
             what = {
@@ -949,7 +959,11 @@ class PodWorkers:
             condition("Ready", containers_ready and phase == "Running", not_ready),
         ]
         conditions += [c for k, c in previous.items() if k not in KUBELET_CONDITIONS]
-        ip = sandbox.ip if sandbox is not None else ((pod.get("status") or {}).get("podIP") or "")
+        ip = (
+            self._pod_ip(pod, sandbox)
+            if sandbox is not None
+            else ((pod.get("status") or {}).get("podIP") or "")
+        )
         status: Object = {
             "phase": phase,
             "conditions": conditions,
