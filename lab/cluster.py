@@ -465,6 +465,7 @@ class Lab:
                 "kubelab_pod_network_cidr": str(self.nodes.addressing.subnet),
                 "kubelab_node_image": self.nodes.image,
                 "kubelab_kubeconfig": str(self.kubeconfig.resolve()),
+                "kubelab_control_plane_endpoint": self.endpoint,
             }
             write_files(self.directory, hosts, self.keys, variables)
 

@@ -226,7 +226,7 @@ def join_store(data: JoinData) -> None:
         target = store.status().raft_index
         own = _store_client(data.layout, [f"https://{plane.advertise_address}:{STORE_CLIENT_PORT}"])
         with own:
-            _wait_caught_up(own, member_id, target)
+            _wait_caught_up(own, member_id, target, plane.image)
         try:
             _with_leader(data.layout, endpoints, lambda c: c.member_promote(member_id))
         except FailedPrecondition as exc:
@@ -240,7 +240,7 @@ def join_store(data: JoinData) -> None:
         store.close()
 
 
-def _wait_caught_up(own: StoreClient, member_id: int, target: int) -> None:
+def _wait_caught_up(own: StoreClient, member_id: int, target: int, image: str) -> None:
     """Until the new member serves and has applied the log up to `target` (the
     cluster's index when it was added): promoted earlier, a member that never starts
     would count in the quorum (the store itself does not refuse that promotion)."""
@@ -254,6 +254,12 @@ def _wait_caught_up(own: StoreClient, member_id: int, target: int) -> None:
         except StoreError:
             pass  # its static pod is still starting
         time.sleep(0.5)
+    if applied < 0:
+        raise PhaseError(
+            f"the store member {member_id:x} never answered in {PROMOTE_TIMEOUT:.0f}s: its "
+            f"static pod did not start. Is its image {image} on this node or pullable "
+            "(`docker images`, --image)? The kubelet's log says why: /var/log/kubelet.log"
+        )
     raise PhaseError(
         f"the store member {member_id:x} had applied index {applied} of {target} after "
         f"{PROMOTE_TIMEOUT:.0f}s: see `docker logs` of its kubelab-store container on this node"
@@ -270,17 +276,27 @@ def mark(data: JoinData) -> None:
 
 def leave_store(layout: Layout) -> None:
     """Remove this node's store member through the other members (reset's first step).
-    Its name is its static pod's `--name`. Nothing to do on a worker, for the only
-    member, or if the member is gone already."""
+    It is found by its static pod's `--name` or, a learner that never started having no
+    name yet, its peer URL; the store is reached here or, this member being down, at
+    the members its manifest's `--initial-cluster` names. Nothing to do on a worker, for
+    the only member, or if the member is gone already."""
     manifest = layout.manifests / "kubelab-store.yaml"
     if not manifest.exists():
         return
     command = yaml.safe_load(manifest.read_text())["spec"]["containers"][0]["command"]
-    node_name = next(a.removeprefix("--name=") for a in command if a.startswith("--name="))
-    store = _store_client(layout, [f"https://127.0.0.1:{STORE_CLIENT_PORT}"])
+    flags = dict(
+        a.removeprefix("--").split("=", 1) for a in command if a.startswith("--") and "=" in a
+    )
+    node_name, peer_url = flags.get("name", ""), flags.get("listen-peer-urls", "")
+    endpoints = [f"https://127.0.0.1:{STORE_CLIENT_PORT}"] + [
+        _client_url(url)
+        for member in flags.get("initial-cluster", "").split(",")
+        if (url := member.partition("=")[2]) and url != peer_url
+    ]
+    store = _store_client(layout, endpoints)
     try:
         members = store.member_list().members
-        mine = next((m for m in members if m.name == node_name), None)
+        mine = next((m for m in members if m.name == node_name or peer_url in m.peer_urls), None)
         others = [url for m in members if m is not mine for url in m.client_urls]
         if mine is None:
             say("reset", f"No store member named {node_name}: nothing to remove")
@@ -297,6 +313,12 @@ def leave_store(layout: Layout) -> None:
         ) from None
     finally:
         store.close()
+
+
+def _client_url(peer_url: str) -> str:
+    """A member's client URL from its peer URL: the same host, the client port."""
+    host = peer_url.removeprefix("https://").rsplit(":", 1)[0]
+    return f"https://{host}:{STORE_CLIENT_PORT}"
 
 
 def _phase(name: str, help: str, run: Callable[[JoinData], None]) -> Phase[JoinData]:

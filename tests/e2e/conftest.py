@@ -99,3 +99,15 @@ def store(files: Path, nodes: list[Node]) -> StoreClient:
         cert_file=files / "apiserver-store-client.crt",
         key_file=files / "apiserver-store-client.key",
     )
+
+
+@pytest.fixture
+def members(lab: Lab, store_files: Path) -> Iterator[StoreClient]:
+    """A store client of the lab's control-plane nodes' members."""
+    with store(store_files, lab.control_plane_nodes) as client:
+        yield client
+
+
+def voters(client: StoreClient) -> set[str]:
+    """The names of the store's voting members."""
+    return {m.name for m in client.member_list().members if not m.is_learner}

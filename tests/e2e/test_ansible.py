@@ -1,6 +1,7 @@
 """ansible/ against the session's Docker lab, through the inventory `labctl up` wrote:
-a worker reset by reset.yml is joined again by site.yml, and a second run of site.yml
-changes nothing (the playbooks are idempotent)."""
+a worker and a control-plane node reset by reset.yml are joined again by site.yml (the
+control-plane node as a voting store member, through a fresh certificate key), and a
+second run of site.yml changes nothing (the playbooks are idempotent)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from kubelab.storeclient import StoreClient
 from lab.cluster import NODES, Lab
+from tests.e2e.conftest import voters
+from tests.e2e.test_lab import kubectl
 from tests.waiting import until
 
 ANSIBLE = Path(__file__).resolve().parents[2] / "ansible"
@@ -51,16 +55,28 @@ def ready(lab: Lab, name: str) -> bool:
     )
 
 
-def test_site_joins_a_reset_worker_and_a_second_run_changes_nothing(lab: Lab) -> None:
-    worker = lab.worker_nodes[0]  # the session lab's second node is a control-plane one
-    reset = playbook(lab, "reset.yml", "--limit", worker.name)
-    assert reset[worker.name]["changed"] == 1
-    assert worker.sh("ls /etc/kubelab").strip() == ""
+def test_site_joins_a_reset_worker_and_control_plane_node_and_a_second_run_changes_nothing(
+    lab: Lab, members: StoreClient
+) -> None:
+    worker = lab.worker_nodes[0]
+    control_plane = lab.control_plane_nodes[-1]
+    reset = playbook(lab, "reset.yml", "--limit", f"{worker.name},{control_plane.name}")
+    for node in (worker, control_plane):
+        assert reset[node.name]["changed"] == 1
+        assert node.sh("ls /etc/kubelab").strip() == ""
+    assert voters(members) == {n.name for n in lab.control_plane_nodes[:-1]}
+    until(  # as after kubeadm reset; the balancer may still pick the reset apiserver
+        lambda: kubectl(lab, "delete", "node", control_plane.name, check=False).strip(),
+        f"Node {control_plane.name} deleted through the load balancer",
+        timeout=30,
+    )
 
     first = playbook(lab, "site.yml")
-    assert first[worker.name]["changed"] >= 1  # the join (and the source shipped)
-    assert "kubelet.conf" in worker.sh("ls /etc/kubelab")
-    until(lambda: ready(lab, worker.name), f"{worker.name} Ready after the playbook's join", 120)
+    for node in (worker, control_plane):
+        assert first[node.name]["changed"] >= 1  # the join (and the source shipped)
+        assert "kubelet.conf" in node.sh("ls /etc/kubelab")
+        until(lambda n=node: ready(lab, n.name), f"{node.name} Ready after the join", 120)
+    assert voters(members) == {n.name for n in lab.control_plane_nodes}
 
     second = playbook(lab, "site.yml")
     assert {host: s["changed"] for host, s in second.items()} == dict.fromkeys(second, 0)

@@ -6,29 +6,14 @@ session, in test_store_leader_killed.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from kubelab.storeclient import StoreClient
 from lab.cluster import Lab
 from lab.nodes import Node
-from tests.e2e.conftest import store
+from tests.e2e.conftest import voters
 from tests.e2e.test_lab import kubectl
 from tests.waiting import until
 
 PYTHON = "/opt/kubelab/venv/bin/python"
-
-
-@pytest.fixture
-def members(lab: Lab, store_files: Path) -> Iterator[StoreClient]:
-    with store(store_files, lab.control_plane_nodes) as client:
-        yield client
-
-
-def voters(client: StoreClient) -> set[str]:
-    return {m.name for m in client.member_list().members if not m.is_learner}
 
 
 def test_every_control_plane_node_is_a_voting_store_member(lab: Lab, members: StoreClient) -> None:
