@@ -1,8 +1,10 @@
-"""One Docker lab per test session: `labctl up` of the default HA topology, three
+"""One Docker lab for the e2e tests: `labctl up` of the default HA topology, three
 control-plane nodes behind the load balancer and two workers (with the lab's registry
 mirror), under a run-specific prefix
-(`kl-<worktree>-<random>`), removed at the end even after a failure. Under CI=true a
-missing Docker engine fails instead of skipping.
+(`kl-<worktree>-<random>`), removed after the last e2e test even after a failure. Its
+fixtures are the package's, not the session's: a session's would keep the idle lab's
+CPU load under the rest of the suite until the session ends. Under CI=true a missing
+Docker engine fails instead of skipping.
 
 HOME and KUBECONFIG point into the session's temporary folder while the lab lives:
 `labctl up` merges its context into the user's kubeconfig as kind does, and a test run
@@ -51,7 +53,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             Builder(client=client).ensure(IMAGES + HA_IMAGES)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def user_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """HOME and KUBECONFIG in a temporary folder for the session."""
     home = tmp_path_factory.mktemp("home")
@@ -68,7 +70,7 @@ def user_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 os.environ[key] = value
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab(tmp_path_factory: pytest.TempPathFactory, user_home: Path) -> Iterator[Lab]:
     config = ClusterConfig.parse(
         {"name": "e2e", "nodes": [{"role": "control-plane"}] * 3 + [{"role": "worker"}] * 2}
@@ -82,7 +84,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, user_home: Path) -> Iterator[L
         the_lab.down()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def store_files(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The store's CA and the apiserver's store-client pair, copied from cp1."""
     where = tmp_path_factory.mktemp("store-pki")
