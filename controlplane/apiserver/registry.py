@@ -280,7 +280,6 @@ class WatchStream:
     def __iter__(self) -> Iterator[Object]:
         opts, w = self.opts, self.watcher
         last = max([e.revision for e in self.first], default=self.revision)
-        self.sent = time.monotonic()
         for ev in self.first:
             yield {"type": ev.type, "object": ev.object}
         if opts.send_initial_events and opts.allow_bookmarks:

@@ -387,10 +387,9 @@ class RaftNode:
                     leading = self.raw.raft.state is StateType.LEADER
                     if leading:
                         self._send(rd.messages)
-                    if rd.snapshot is not None or rd.hard_state is not None or rd.entries:
-                        # Heartbeats and their answers change nothing durable: they
-                        # skip the hand-off to the WAL thread (most of an idle
-                        # member's work was that hand-off, ten times a second).
+                    if rd.must_persist():
+                        # Heartbeats skip the hand-off to the WAL thread: ten times a
+                        # second, it was most of an idle member's work.
                         await loop.run_in_executor(None, self._persist, rd)
                     if not leading:
                         self._send(rd.messages)

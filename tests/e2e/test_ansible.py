@@ -1,4 +1,4 @@
-"""ansible/ against the session's Docker lab, through the inventory `labctl up` wrote:
+"""ansible/ against the e2e tests' Docker lab, through the inventory `labctl up` wrote:
 a worker and a control-plane node reset by reset.yml are joined again by site.yml (the
 control-plane node as a voting store member, through a fresh certificate key), and a
 second run of site.yml changes nothing (the playbooks are idempotent)."""
@@ -16,7 +16,7 @@ import pytest
 from kubelab.storeclient import StoreClient
 from lab.cluster import NODES, Lab
 from tests.e2e.conftest import voters
-from tests.e2e.test_lab import kubectl
+from tests.e2e.test_lab_ha import delete_node
 from tests.waiting import until
 
 ANSIBLE = Path(__file__).resolve().parents[2] / "ansible"
@@ -65,11 +65,7 @@ def test_site_joins_a_reset_worker_and_control_plane_node_and_a_second_run_chang
         assert reset[node.name]["changed"] == 1
         assert node.sh("ls /etc/kubelab").strip() == ""
     assert voters(members) == {n.name for n in lab.control_plane_nodes[:-1]}
-    until(  # as after kubeadm reset; the balancer may still pick the reset apiserver
-        lambda: kubectl(lab, "delete", "node", control_plane.name, check=False).strip(),
-        f"Node {control_plane.name} deleted through the load balancer",
-        timeout=30,
-    )
+    delete_node(lab, control_plane.name)
 
     first = playbook(lab, "site.yml")
     for node in (worker, control_plane):

@@ -22,6 +22,16 @@ def test_every_control_plane_node_is_a_voting_store_member(lab: Lab, members: St
     assert f"server: https://{lab.endpoint}" in lab.kubeconfig.read_text()
 
 
+def delete_node(lab: Lab, name: str) -> None:
+    """`kubectl delete node`, as after kubeadm reset, retried: right after a
+    control-plane node's reset the balancer may still send it to that node's apiserver."""
+    until(
+        lambda: kubectl(lab, "delete", "node", name, check=False).strip(),
+        f"Node {name} deleted through the load balancer",
+        timeout=30,
+    )
+
+
 def labadm(node: Node, *args: str) -> str:
     return node.exec(PYTHON, "-m", "lab.labadm", *args, timeout=300).stdout.decode()
 
@@ -33,11 +43,7 @@ def test_reset_control_plane_node_leaves_the_store_and_joins_again(
     out = labadm(cp3, "reset", "-f")
     assert "Removing the store member" in out
     assert voters(members) == {n.name for n in lab.control_plane_nodes[:-1]}
-    until(
-        lambda: kubectl(lab, "delete", "node", cp3.name, check=False).strip(),
-        f"Node {cp3.name} deleted through the load balancer",
-        timeout=30,
-    )
+    delete_node(lab, cp3.name)
 
     # kubeadm's way to join one more control-plane node later: new key, new token.
     uploaded = labadm(cp1, "init", "phase", "upload-certs", "--upload-certs")

@@ -216,6 +216,11 @@ class Ready:
     messages: list[Message] = field(default_factory=list)
     must_sync: bool = False
 
+    def must_persist(self) -> bool:
+        """Whether step 1 has anything to write: a Ready of heartbeats and their
+        answers alone has not."""
+        return bool(self.hard_state is not None or self.entries or self.snapshot is not None)
+
     def contains_updates(self) -> bool:
         return bool(
             self.soft_state is not None
