@@ -6,9 +6,11 @@ With more than one control-plane node, the lab starts a container of Debian's ha
 `labadm init`, so that the endpoint (`<address>:6443`) is in the apiservers'
 certificates and in every kubeconfig and in cluster-info from the start. HAProxy passes
 TCP through (TLS ends at the apiservers, whose client certificates it must not see) and
-checks each apiserver with `GET /readyz` over TLS every second: two failures mark one
-down (its open connections are cut, so clients reconnect to another at once), one
-success marks it up again. A connection refused by a server not yet marked down is
+checks each apiserver with `GET /readyz` over TLS every 3 seconds, and every half second
+once a check has failed: two failures mark one down (its open connections are cut, so
+clients reconnect to another at once), one success marks it up again. A down server is
+checked every second. (kind checks every 10 s; a check is a TLS handshake on both sides,
+so checking every second cost the idle lab about 1 % of a core.) A connection refused by a server not yet marked down is
 redispatched to another one, so clients see no error for it. A server that has not
 joined yet is simply down. Control-plane nodes are all listed from the start, because
 their addresses are fixed.
@@ -67,7 +69,7 @@ frontend apiserver
 backend apiservers
   option httpchk GET /readyz
   http-check expect status 200
-  default-server check check-ssl verify none inter 1s fall 2 rise 1 on-marked-down shutdown-sessions
+  default-server check check-ssl verify none inter 3s fastinter 500ms downinter 1s fall 2 rise 1 on-marked-down shutdown-sessions
 {servers}
 """
 
