@@ -33,7 +33,13 @@ from agents.kubelet.runtime import Runtime
 from agents.kubelet.server import Authorizer, KubeletServer
 from agents.kubelet.volumes import VolumeManager
 from kubelab.api.errors import StatusError
-from kubelab.client import RestClient, ServerUnreachable, SharedInformer, resource_for
+from kubelab.client import (
+    Preconditions,
+    RestClient,
+    ServerUnreachable,
+    SharedInformer,
+    resource_for,
+)
 from kubelab.client.record import EventRecorder
 from kubelab.client.rest import Object
 
@@ -100,6 +106,10 @@ class Kubelet:
                 obj["metadata"]["uid"] if isinstance(obj, dict) else ""
             ),
         )
+        self.informer.add_event_handler(
+            on_update=lambda _old, new: self._mirror_changed(new),
+            on_delete=self._mirror_changed,
+        )
         self.eviction = EvictionManager(self.node_status, self.workers)
         self.rotator: Rotator | None = None
         if config.rotate_certificates:
@@ -120,7 +130,7 @@ class Kubelet:
         self.stop_event = stop_event or threading.Event()
         self.threads: list[threading.Thread] = []
         self._static: dict[str, Object] = {}
-        self._mirrors_ok: set[str] = set()
+        self._static_lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -212,33 +222,65 @@ class Kubelet:
         folder = self.config.pod_manifest_path
         if folder is None:
             return
-        current = {p["metadata"]["uid"]: p for p in static_pods(folder, self.name)}
-        for uid in set(self._static) - set(current):
-            self.workers.remove(uid)
-            self._delete_mirror(self._static[uid])
-        for uid, pod in current.items():
-            if uid not in self._static:
-                self.workers.upsert(pod, static=True)
-        self._static = current
-        node = self.node_status.node
-        if node is None:
+        with self._static_lock:
+            current = {p["metadata"]["uid"]: p for p in static_pods(folder, self.name)}
+            for uid in set(self._static) - set(current):
+                self.workers.remove(uid)
+                self._delete_mirror(self._static[uid])
+            for uid, pod in current.items():
+                if uid not in self._static:
+                    self.workers.upsert(pod, static=True)
+            self._static = current
+            node = self.node_status.node
+            if node is None:
+                return
+            for pod in current.values():
+                self._ensure_mirror(pod, node["metadata"]["uid"])
+
+    def _mirror_changed(self, pod: object) -> None:
+        """A mirror pod deleted or being deleted (`kubectl delete pod kube-apiserver-cp1`)
+        is made anew at once, as the kubelet's pod sync does, not at the next read of the
+        folder."""
+        if not isinstance(pod, dict) or MIRROR not in (pod["metadata"].get("annotations") or {}):
             return
-        for pod in current.values():
-            self._ensure_mirror(pod, node["metadata"]["uid"])
+        if self.informer.indexer.get(_key(pod)) is None or pod["metadata"].get("deletionTimestamp"):
+            try:
+                self.sync_static_pods()
+            except (StatusError, ServerUnreachable) as exc:
+                log.warning("kubelet %s: mirror pods: %s", self.name, exc)
 
     def _ensure_mirror(self, pod: Object, node_uid: str) -> None:
+        """Create the static pod's mirror unless it is there, current and not being
+        deleted. The pod informer (this node's pods, mirrors included) answers for the
+        usual case, as Kubernetes' pod manager does; only a missing or stale mirror costs
+        a GET. A stale mirror, or one being deleted, is deleted at once (grace 0, its uid
+        as precondition) and made anew."""
         meta = pod["metadata"]
+        digest = meta["annotations"][MIRROR]
+        if self.informer.has_synced() and _current_mirror(
+            self.informer.indexer.get(_key(pod)), digest
+        ):
+            return
         try:
             found = self.client.get(PODS, meta["name"], meta["namespace"])
         except StatusError as exc:
             if exc.code != 404:
                 raise
             found = None
-        digest = meta["annotations"][MIRROR]
         if found is not None:
-            if (found["metadata"].get("annotations") or {}).get(MIRROR) == digest:
+            if _current_mirror(found, digest):
                 return
-            self.client.delete(PODS, meta["name"], meta["namespace"], grace_period_seconds=0)
+            try:
+                self.client.delete(
+                    PODS,
+                    meta["name"],
+                    meta["namespace"],
+                    grace_period_seconds=0,
+                    preconditions=Preconditions(uid=found["metadata"]["uid"]),
+                )
+            except StatusError as exc:
+                if exc.code not in (404, 409):
+                    raise
         self.client.create(PODS, mirror_pod(pod, node_uid))
         log.info("kubelet %s: mirror pod %s/%s created", self.name, meta["namespace"], meta["name"])
 
@@ -266,3 +308,14 @@ class Kubelet:
 def _usage(machine: Machine) -> tuple[int, int]:
     usage = machine.usage()
     return usage.cpu_usage_ns, usage.memory_working_set
+
+
+def _key(pod: Object) -> str:
+    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
+
+
+def _current_mirror(found: Object | None, digest: str) -> bool:
+    """`found` is a mirror of the manifest with `digest`, and not being deleted."""
+    if found is None or found["metadata"].get("deletionTimestamp"):
+        return False
+    return (found["metadata"].get("annotations") or {}).get(MIRROR) == digest

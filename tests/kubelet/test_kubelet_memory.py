@@ -472,3 +472,53 @@ def test_a_container_whose_start_failed_is_made_anew(
     finally:
         k.stop()
         cluster.delete_node(node)
+
+
+def test_a_static_pod_runs_and_its_mirror_pod_is_kept_from_the_informer(
+    cluster: Cluster, node: str, runtime: MemoryRuntime, tmp_path: Path
+) -> None:
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "web.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: default\n"
+        "spec:\n  containers:\n  - name: web\n    image: nginx:1.21\n"
+    )
+    config = fast_config(node, tmp_path / "root", pod_manifest_path=manifests)
+    kubelet = start_kubelet(cluster, config, runtime)
+    name, key = f"web-{node}", f"default/web-{node}"
+    try:
+        until(lambda: cluster.pod_exists("default", name), "the static pod's mirror pod")
+        until(
+            lambda: cluster.status("default", name).get("phase") == "Running",
+            "the static pod Running",
+        )
+        until(lambda: kubelet.informer.indexer.get(key), "the mirror in the kubelet's informer")
+
+        # A mirror the informer holds, with the manifest's digest, costs no request.
+        asked: list[tuple[Any, ...]] = []
+        read = kubelet.client.get
+
+        def counted_get(*args: Any, **kwargs: Any) -> Any:
+            asked.append(args)
+            return read(*args, **kwargs)
+
+        kubelet.client.get = counted_get  # type: ignore[method-assign]
+        kubelet.sync_static_pods()
+        assert asked == []
+
+        # `kubectl delete` of a mirror pod returns (the kubelet deletes the terminating
+        # mirror and makes it anew, as Kubernetes' kubelet does) and a new mirror follows.
+        uid = cluster.pod("default", name)["metadata"]["uid"]
+        cluster.kubectl("delete", "pod", name, "-n", "default")
+        until(
+            lambda: (
+                cluster.pod_exists("default", name)
+                and cluster.pod("default", name)["metadata"]["uid"] != uid
+            ),
+            "a new mirror pod",
+        )
+        # The static pod itself ran on: one sandbox, never stopped.
+        assert [sb.ready for sb in runtime.list_sandboxes()] == [True]
+    finally:
+        kubelet.stop()
+        cluster.delete_node(node)
