@@ -182,6 +182,8 @@ class Lab:
     roles: dict[str, str] = field(default_factory=dict)
     """Each node's role by its name."""
     _pushing: Future[None] | None = None
+    _pulling: dict[str, Future[object]] = field(default_factory=dict)
+    """The node image's pull into each joining control-plane node, by node name."""
 
     def __post_init__(self) -> None:
         self.prefix = self.prefix or f"kubelab-{self.config.name}"
@@ -322,10 +324,22 @@ class Lab:
 
     def _fill(self) -> None:
         """Pause loaded into the nodes (not a docker.io name, so not mirrored), and the
-        registry's pushes awaited."""
+        registry's pushes awaited. Then the control-plane nodes after the first pull the
+        node image, which their static pods run, one after another: the pulls (most of a
+        control-plane join's time) overlap `labadm init` on the first node, which pulls
+        its own. (All at once they slowed `init` as much and saved no more.)"""
         assert self.nodes is not None and self._pushing is not None
         self.nodes.load_image(PAUSE_IMAGE)
         self._pushing.result()
+        joining = self.control_plane_nodes[1:]
+        if joining:
+            pulls = ThreadPoolExecutor(max_workers=1)
+            image = self.builder.tags("node")[0]
+            for node in joining:
+                self._pulling[node.name] = pulls.submit(
+                    node.exec, "docker", "pull", "-q", image, timeout=600
+                )
+            pulls.shutdown(wait=False)
 
     def _start_lb(self, control_planes: list[Node]) -> None:
         assert self.nodes is not None and self.nodes.addressing is not None
@@ -383,6 +397,9 @@ class Lab:
 
         def control_plane_joins() -> None:
             for node in control_planes:
+                pulling = self._pulling.pop(node.name, None)
+                if pulling is not None:
+                    pulling.result()  # a failed pull says why here, before the join
                 self.join_node(node, self.control_plane_join, (image,))
 
         def worker_joins() -> None:
