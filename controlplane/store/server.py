@@ -77,6 +77,7 @@ MAX_REQUEST_BYTES = int(1.5 * 1024 * 1024)  # etcd's --max-request-bytes default
 MAX_BODY_BYTES = (MAX_REQUEST_BYTES + 512 * 1024) * 4 // 3 + 64 * 1024
 ERR_TOO_LARGE = "etcdserver: request is too large"
 SNAPSHOT_CHUNK = 32 * 1024
+LEARNER_READY_FRACTION = 0.9  # etcd's readyPercent: of the leader's log a learner must hold
 SHUTDOWN_TIMEOUT = 15.0  # seconds a graceful stop may take before the process exits anyway
 
 VERSION = "3.4.0-kubelab"  # the etcd API version served, and who serves it
@@ -594,10 +595,29 @@ class Store:
             raise GatewayError(
                 GrpcCode.FAILED_PRECONDITION, "etcdserver: can only promote a learner member"
             )
+        self._check_learner_ready(mid)
         await self._conf_change(ConfChangeType.ADD_NODE, mid, st.members[mid])
         return web.json_response(
             {"header": self._cluster_header(), "members": self._members_json()}
         )
+
+    def _check_learner_ready(self, mid: int) -> None:
+        """As etcd, refuse to promote a learner whose log lags the leader's (its match
+        index under 90 % of the leader's): a voter that far behind raises the quorum
+        without helping to reach it, so writes could stall until it caught up.
+        Only the leader tracks the members' progress; membership changes are made on
+        the leader (a follower refuses them, naming it)."""
+        progress = self.node.raw.status().progress
+        learner, leader = progress.get(mid), progress.get(self.node.id)
+        if (
+            learner is not None
+            and leader is not None
+            and learner.match < leader.match * LEARNER_READY_FRACTION
+        ):
+            raise GatewayError(
+                GrpcCode.FAILED_PRECONDITION,
+                "etcdserver: can only promote a learner member which is in sync with leader",
+            )
 
     # -- maintenance -----------------------------------------------------------------
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from kubelab.storeclient import StoreClient
-from lab.localcluster import LocalCluster
+from kubelab.storeclient import FailedPrecondition, StoreClient
+from lab.localcluster import LocalCluster, free_port
 
 
 @pytest.fixture
@@ -195,3 +195,17 @@ def test_a_member_with_open_watches_stops_promptly_on_sigterm(cluster: LocalClus
     cluster.kill(member, signal.SIGTERM)
     assert time.monotonic() - started < 10
     watch.close()
+
+
+def test_promoting_a_learner_that_has_not_caught_up_is_refused(cluster: LocalCluster) -> None:
+    """As etcd: the leader refuses to promote a learner whose log lags its own (here one
+    that was added and never started), and the cluster keeps its three voters."""
+    leader = cluster.wait_leader()
+    cluster.wait_serving(leader)
+    cluster.put(leader, "promote/k", "v")
+    with StoreClient([leader.client_url]) as client:
+        added = client.member_add([f"http://127.0.0.1:{free_port()}"], is_learner=True)
+        with pytest.raises(FailedPrecondition, match="in sync with leader"):
+            client.member_promote(added.member.id)
+        members = client.member_remove(added.member.id).members
+    assert len(members) == 3 and not any(m.is_learner for m in members)
