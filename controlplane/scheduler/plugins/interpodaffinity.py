@@ -20,7 +20,8 @@ terms towards the incoming pod.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,10 +122,16 @@ def _count(counts: dict[Pair, int], node: NodeInfo, key: str) -> None:
         counts[pair] = counts.get(pair, 0) + 1
 
 
-def compute(pod: Pod, snapshot: Snapshot) -> PreFilterState:
+def compute(
+    pod: Pod, snapshot: Snapshot, interned: MutableMapping[Term, Term] | None = None
+) -> PreFilterState:
     """Count, per domain, the pods matching the pod's required terms (a walk over every
     pod, only when it has such terms) and the placed pods whose required anti-affinity
-    matches it (a walk over the pods that have affinity terms only)."""
+    matches it (a walk over the pods that have affinity terms only). `interned` maps
+    each placed pod's term to one equal instance, so that grouping them by term finds
+    them by identity instead of comparing selectors field by field."""
+    if interned is None:
+        interned = {}
     affinity = terms(pod, "podAffinity", REQUIRED)
     anti = terms(pod, "podAntiAffinity", REQUIRED)
     state = PreFilterState(affinity, anti, {}, {}, {})
@@ -149,7 +156,9 @@ def compute(pod: Pod, snapshot: Snapshot) -> PreFilterState:
     for node, info in snapshot.pods_with_affinity():
         placed_anti = info.parsed.get(NAME)
         if placed_anti is None:
-            placed_anti = info.parsed[NAME] = terms(info.pod, "podAntiAffinity", REQUIRED)
+            placed_anti = info.parsed[NAME] = [
+                interned.setdefault(t, t) for t in terms(info.pod, "podAntiAffinity", REQUIRED)
+            ]
         for t in placed_anti:
             nodes_by_term.setdefault(t, []).append(node)
     for t, nodes in nodes_by_term.items():
@@ -188,9 +197,12 @@ class InterPodAffinity:
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+        self.interned: MutableMapping[Term, Term] = weakref.WeakValueDictionary()
+        """One instance per distinct term of the placed pods (a workload's pods share
+        theirs), gone with the last pod that holds it."""
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status:
-        s = compute(pod.pod, snapshot)
+        s = compute(pod.pod, snapshot, self.interned)
         if not (s.affinity or s.anti_affinity or s.existing_anti_affinity):
             state.skip_filter.add(NAME)
             return SKIP
