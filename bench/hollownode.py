@@ -58,9 +58,6 @@ def hollow_kubelet(
             "kubelab.io/hollow": "true",
         },
         workers=1,
-        # Kubernetes' default: with the Lease as the heartbeat, an unchanged status is
-        # reported every 5 minutes (kubelab's kubelet defaults to 1 minute).
-        node_status_report_frequency=300.0,
     )
     return Kubelet(
         config,

@@ -78,8 +78,10 @@ class KubeletConfig:
     eviction_monitoring_interval: float = 10.0
     """How often the eviction thresholds are checked (one eviction at most each time)."""
     node_status_update_frequency: float = 10.0
-    node_status_report_frequency: float = 60.0
-    """A status that has not changed is still posted this often (Kubernetes: 5 min)."""
+    node_status_report_frequency: float = 300.0
+    """A status that has not changed is still posted this often (Kubernetes' 5 min: the
+    Lease, renewed every 10 s, is what says the node is alive; each post wakes every
+    Node watcher in the cluster)."""
     node_lease_duration_seconds: int = 40
     sync_frequency: float = 60.0
     """Every pod is synced at least this often (`--sync-frequency`, default 1m)."""
