@@ -38,6 +38,7 @@ from kubelab.client import (
     RestClient,
     ServerUnreachable,
     SharedInformer,
+    object_key,
     resource_for,
 )
 from kubelab.client.record import EventRecorder
@@ -243,7 +244,8 @@ class Kubelet:
         folder."""
         if not isinstance(pod, dict) or MIRROR not in (pod["metadata"].get("annotations") or {}):
             return
-        if self.informer.indexer.get(_key(pod)) is None or pod["metadata"].get("deletionTimestamp"):
+        gone = self.informer.indexer.get(object_key(pod)) is None
+        if gone or pod["metadata"].get("deletionTimestamp"):
             try:
                 self.sync_static_pods()
             except (StatusError, ServerUnreachable) as exc:
@@ -258,7 +260,7 @@ class Kubelet:
         meta = pod["metadata"]
         digest = meta["annotations"][MIRROR]
         if self.informer.has_synced() and _current_mirror(
-            self.informer.indexer.get(_key(pod)), digest
+            self.informer.indexer.get(object_key(pod)), digest
         ):
             return
         try:
@@ -308,10 +310,6 @@ class Kubelet:
 def _usage(machine: Machine) -> tuple[int, int]:
     usage = machine.usage()
     return usage.cpu_usage_ns, usage.memory_working_set
-
-
-def _key(pod: Object) -> str:
-    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
 
 
 def _current_mirror(found: Object | None, digest: str) -> bool:
