@@ -39,7 +39,6 @@ membership (a member added after the last local snapshot must find itself in it)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import hashlib
 import itertools
@@ -82,6 +81,10 @@ log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 5.0
 """How long `stop()` waits for the Raft loop to finish the Ready it is persisting."""
+
+TICK_SLACK = 1e-6
+"""Fraction of a tick by which a timer may fire early (asyncio runs a timer that is due
+within its clock resolution) and still count that tick as due."""
 
 
 class StoreTimeoutError(TimeoutError):
@@ -202,6 +205,11 @@ class RaftNode:
         self._apply_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        # Ticks are counted from a fixed origin, not "interval after the last one": the
+        # election timeout is counted in ticks, and drift would stretch failover.
+        self._tick_origin = 0.0
+        self._ticks = 0
+        self._tick_timer: asyncio.TimerHandle | None = None
         self._stopping = False
         self._fatal: BaseException | None = None
         self.leader_changes = 0
@@ -244,10 +252,8 @@ class RaftNode:
             if mid != self.id:
                 self._transport.add_peer(mid, host, port)
         await self._transport.start()
-        self._tasks = [
-            asyncio.create_task(self._run(), name=f"{self._tag} raft loop"),
-            asyncio.create_task(self._ticker(), name=f"{self._tag} ticker"),
-        ]
+        self._tick_origin = loop.time()
+        self._tasks = [asyncio.create_task(self._run(), name=f"{self._tag} raft loop")]
         log.info(
             "%s: started member %x, peer listener %s:%d, %d members, applied index %d",
             self._tag,
@@ -275,11 +281,9 @@ class RaftNode:
         only then is the WAL closed; closing it under a running fsync corrupted it."""
         self._stopping = True
         self._wakeup.set()
-        run_loop, ticker = self._tasks if self._tasks else (None, None)
-        if ticker is not None:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()
+        run_loop = self._tasks[0] if self._tasks else None
         loop_done = True
         if run_loop is not None:
             try:
@@ -360,23 +364,50 @@ class RaftNode:
         assert self._raw is not None, "node not started"
         return self._raw
 
-    async def _ticker(self) -> None:
-        # Ticks on a fixed schedule, not "interval after the last one": the election
-        # timeout is counted in ticks, and drift would stretch failover.
-        loop = asyncio.get_running_loop()
-        next_tick = loop.time()
-        while True:
-            next_tick += self.config.tick_interval
-            await asyncio.sleep(max(0.0, next_tick - loop.time()))
+    def _catch_up_ticks(self) -> None:
+        """Give the core the ticks that fell due since the last ones, before it sees
+        anything else: a tick is applied when the member next wakes, not on its own
+        wake-up, so the core sees the same sequence as with a tick every interval."""
+        interval = self.config.tick_interval
+        due = int((asyncio.get_running_loop().time() - self._tick_origin) / interval + TICK_SLACK)
+        while self._ticks < due:
+            self._ticks += 1
             self.raw.tick()
-            self._wakeup.set()
+
+    def _arm_tick_timer(self) -> None:
+        """Wake up at the first tick that will do more than count.
+
+        A follower with a live leader wakes for the leader's heartbeats only, not also
+        ten times a second to count (which cost an idle follower a third of its CPU);
+        a leader still wakes every heartbeat interval. A timer already set for an
+        earlier time stays: it wakes the member early, which costs one wake-up, not a
+        tick."""
+        if self._stopping:
+            return
+        due = self._ticks + self.raw.ticks_until_action()
+        when = self._tick_origin + due * self.config.tick_interval
+        timer = self._tick_timer
+        if timer is not None:
+            if timer.when() <= when:
+                return
+            timer.cancel()
+        self._tick_timer = asyncio.get_running_loop().call_at(when, self._on_tick_timer)
+
+    def _on_tick_timer(self) -> None:
+        self._tick_timer = None
+        if self._stopping:
+            return
+        self._catch_up_ticks()
+        self._wakeup.set()  # the loop sends what the ticks produced and re-arms
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         try:
             while not self._stopping:
+                self._arm_tick_timer()
                 await self._wakeup.wait()
                 self._wakeup.clear()
+                self._catch_up_ticks()
                 while not self._stopping:
                     # Proposals that arrived meanwhile (e.g. during the last fsync)
                     # enter the log together: one append per follower for the batch.
@@ -590,11 +621,13 @@ class RaftNode:
     def _on_peer_message(self, m: Message) -> None:
         if self._raw is None or self._stopping:
             return
+        self._catch_up_ticks()
         self._raw.step(m)
         self._wakeup.set()
 
     def _on_unreachable(self, peer: int) -> None:
         if self._raw is not None and not self._stopping:
+            self._catch_up_ticks()
             self._raw.report_unreachable(peer)
             self._wakeup.set()  # a follower that lost its leader says so at once
 

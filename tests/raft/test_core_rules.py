@@ -233,3 +233,37 @@ def test_an_unreachable_report_about_another_follower_is_ignored() -> None:
     nodes = _cluster_led_by_1()
     nodes[2].step(Message(MessageType.UNREACHABLE, frm=3))
     assert nodes[2].lead == 1 and nodes[2].election_elapsed == 0
+
+
+def _ticks_until_something_happens(r: Raft) -> int:
+    """Tick `r` until a tick sends a message or changes its role; return how many."""
+    state, ticks = r.state, 0
+    while True:
+        ticks += 1
+        r.tick()
+        if r.msgs or r.state is not state:
+            return ticks
+
+
+@pytest.mark.parametrize(
+    "situation", ["leader", "follower", "follower that lost its leader", "candidate"]
+)
+def test_a_driver_may_sleep_as_many_ticks_as_ticks_until_action_says(situation: str) -> None:
+    """The member wakes only for the tick that acts (an idle follower otherwise woke
+    ten times a second to count): in every role, the ticks before it change nothing
+    that a sleeping driver would have had to send or apply."""
+    nodes = _cluster_led_by_1()
+    for _ in range(3):  # some ticks, heartbeats and answers already counted
+        for r in nodes.values():
+            r.tick()
+        _settle(nodes)
+    r = nodes[1] if situation == "leader" else nodes[2]
+    if situation == "follower that lost its leader":
+        r.step(Message(MessageType.UNREACHABLE, frm=1))
+    elif situation == "candidate":
+        r.step(Message(MessageType.HUP, frm=2))
+        r.msgs = []
+    expected = r.ticks_until_action()
+    assert _ticks_until_something_happens(r) == expected
+    if situation == "follower":  # the last heartbeat started the count again
+        assert expected == r.randomized_election_timeout

@@ -458,6 +458,27 @@ class Raft:
     def tick(self) -> None:
         self._tick()
 
+    def ticks_until_action(self) -> int:
+        """How many ticks from now until one does more than count: the leader beats or
+        checks its quorum, a promotable follower or candidate campaigns; a learner never
+        acts, so an election timeout bounds its sleep.
+
+        A driver may sleep that long instead of waking every tick, as long as it applies
+        the ticks that fell due before it steps anything else: handling a message reads
+        the counters (a vote inside the leader's lease is refused). The answer can only
+        shrink through a step or a tick, after which the driver asks again."""
+        if self.state is StateType.LEADER:
+            return max(
+                1,
+                min(
+                    self.heartbeat_timeout - self.heartbeat_elapsed,
+                    self.election_timeout - self.election_elapsed,
+                ),
+            )
+        if self.promotable():
+            return max(1, self.randomized_election_timeout - self.election_elapsed)
+        return self.election_timeout
+
     def _past_election_timeout(self) -> bool:
         return self.election_elapsed >= self.randomized_election_timeout
 

@@ -3,7 +3,7 @@
 The caller drives it in a loop (the asyncio `controlplane.store.node` in production, the
 simulator and transcript harness in tests):
 
-    node.tick()                 # every tick interval
+    node.tick()                 # every tick interval (or lazily: ticks_until_action)
     node.step(msg)              # for every message from a peer
     node.propose(data)          # for client writes
     if node.has_ready():
@@ -70,6 +70,11 @@ class RawNode:
 
     def tick(self) -> None:
         self.raft.tick()
+
+    def ticks_until_action(self) -> int:
+        """How many ticks the driver may let pass before calling tick() again, as long as
+        it catches them up before any other input (see Raft.ticks_until_action)."""
+        return self.raft.ticks_until_action()
 
     def campaign(self) -> None:
         """Start an election now (pre-vote first when enabled)."""
