@@ -135,7 +135,7 @@ class NodeStatus:
         memory, disk = self.under_pressure()
         pids = p.pids_used_fraction > 0.90
         try:
-            self.runtime.version()
+            self.runtime.ping()
             self.runtime_error = ""
         except Exception as exc:
             self.runtime_error = f"container runtime is down: {exc}"

@@ -522,3 +522,36 @@ def test_a_static_pod_runs_and_its_mirror_pod_is_kept_from_the_informer(
     finally:
         kubelet.stop()
         cluster.delete_node(node)
+
+
+class _EngineDown(MemoryRuntime):
+    """An engine that stops answering (dockerd restarting) while `down` is set."""
+
+    down = False
+
+    def ping(self) -> None:
+        if self.down:
+            raise RuntimeFailure("connecting to the engine: connection refused")
+
+
+def test_a_node_is_not_ready_while_its_engine_does_not_answer(
+    cluster: Cluster, node: str, tmp_path: Path
+) -> None:
+    runtime = _EngineDown(node)
+    k = start_kubelet(cluster, fast_config(node, tmp_path), runtime)
+
+    def ready() -> dict[str, str]:
+        conditions = cluster.kubectl_json("get", "node", node)["status"]["conditions"]
+        return next(c for c in conditions if c["type"] == "Ready")
+
+    try:
+        until(lambda: ready()["status"] == "True", "the node to be Ready")
+        runtime.down = True
+        down = until(lambda: (r := ready())["status"] == "False" and r, "the node NotReady")
+        assert "container runtime is down" in down["message"]
+        assert "connection refused" in down["message"]
+        runtime.down = False
+        until(lambda: ready()["status"] == "True", "the node Ready again")
+    finally:
+        k.stop()
+        cluster.delete_node(node)

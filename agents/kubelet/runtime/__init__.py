@@ -212,6 +212,10 @@ class Runtime(Protocol):
     name: str
     """"docker", "memory": nodeInfo's containerRuntimeVersion is `<name>://<version>`."""
 
+    def ping(self) -> None:
+        """Raise when the engine cannot be reached; cheap enough for every status check."""
+        ...
+
     def version(self) -> str: ...
 
     # -- sandboxes -----------------------------------------------------------------------

@@ -71,6 +71,9 @@ T = TypeVar("T", SandboxStatus, ContainerStatus)
 TYPE_LABEL = "io.kubernetes.docker.type"
 ATTEMPT_LABEL = "io.kubernetes.attempt"
 DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
+VERSION_TTL = 300.0
+"""Seconds the engine's version is trusted: an upgraded engine shows in the Node's
+nodeInfo within the 5 min the kubelet may wait to post an unchanged status anyway."""
 STABLE_STATES = ("created", "running", "exited", "dead")
 """Listed states whose inspection stays as it is until the state changes (not
 "restarting", "removing", "paused": the kubelet makes none of them, but another may)."""
@@ -222,10 +225,21 @@ class DockerRuntime:
         """Container id -> (the state the list said, the inspected status)."""
         self._seen_sandboxes: dict[str, tuple[str, SandboxStatus]] = {}
         self._lock = threading.Lock()
+        self._version: tuple[float, str] | None = None
+        """When the engine's version was asked, and its answer."""
         self._execs = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="exec")
 
+    def ping(self) -> None:
+        self.api.ping()
+
     def version(self) -> str:
-        return str(self.api.version()["Version"])
+        """The engine's version, asked at most every VERSION_TTL seconds: dockerd answers
+        `/version` by running `runc --version` and `docker-init --version`, and the node
+        status asked it twice every 10 s, a third of an idle node's new processes."""
+        now = time.monotonic()
+        if self._version is None or now - self._version[0] > VERSION_TTL:
+            self._version = (now, str(self.api.version()["Version"]))
+        return self._version[1]
 
     def ensure_network(self, name: str, subnet: str) -> None:
         """A bridge network `name` in `subnet` (the node's podCIDR), the pods' network: the

@@ -132,6 +132,9 @@ class MemoryRuntime:
         self._readers = 0
         self._ip = itertools.count(2)
 
+    def ping(self) -> None:
+        pass
+
     def version(self) -> str:
         return "0.1.0"
 
