@@ -17,18 +17,27 @@ import socket
 import sys
 import threading
 
-from agents.network.agent import NetworkAgent
+from agents.network.agent import HAIRPIN_INTERVAL, NetworkAgent
 from kubelab.client import RestClient, SharedInformer, load_config, resource_for
 from kubelab.nodeagent import SyncLoop
 
 NODES = resource_for("v1", "Node")
 
 
+def _hairpin_loop(agent: NetworkAgent, stop: threading.Event) -> None:
+    """New pods' bridge ports get hairpin mode within a second, apart from the resync."""
+    while not stop.wait(HAIRPIN_INTERVAL):
+        try:
+            agent.hairpin()
+        except Exception as exc:
+            logging.getLogger("kubelab.network").warning("hairpin mode: %s; retrying", exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents.network", description=__doc__)
     parser.add_argument("--kubeconfig")
     parser.add_argument("--node-name", default=socket.gethostname())
-    parser.add_argument("--resync", type=float, default=10.0)
+    parser.add_argument("--resync", type=float, default=30.0)
     parser.add_argument("--bridge", default="cbr0")
     parser.add_argument("--cleanup", action="store_true")
     parser.add_argument("-v", "--v", type=int, default=1)
@@ -49,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     for signo in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signo, lambda *_: stop.set())
     nodes.start(stop)
+    threading.Thread(target=_hairpin_loop, args=(agent, stop), name="hairpin", daemon=True).start()
     logging.getLogger("kubelab.network").info(
         "network agent for node %s: watching nodes at %s", args.node_name, client.config.server
     )

@@ -13,7 +13,9 @@ IP reachable from every pod and node without NAT:
   bridge's ports (a pod reaching itself through its Service: the node's bridge passes
   packets through iptables, so kube-proxy's DNAT back to the sender happens at the
   bridge, which must then send the frame out of the port it came in by). dockerd does
-  this itself only with its userland proxy off, which needs a writable /proc/sys.
+  this itself only with its userland proxy off, which needs a writable /proc/sys. A new
+  pod's port is found within `HAIRPIN_INTERVAL` by reading sysfs, which starts no
+  process; only a port that lacks the mode costs a `bridge link set`.
 * In the filter table, KUBELAB-FORWARD accepts packets to and from pod CIDRs (dockerd
   sets FORWARD's policy to DROP, which would stop a pod on another node reaching ours).
 * In the nat table, KUBELAB-POSTROUTING masquerades what this node's pods send to an
@@ -31,6 +33,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from kubelab.client import Object
 from kubelab.iptables import Iptables, Jump, Runner, Tables, run_command
@@ -47,6 +50,8 @@ JUMPS = (
     Jump("nat", "POSTROUTING", POSTROUTING_CHAIN, comment="kubelab pod masquerade"),
 )
 CHAINS = {"filter": [FORWARD_CHAIN], "nat": [POSTROUTING_CHAIN]}
+HAIRPIN_INTERVAL = 1.0
+"""Seconds between two looks at the bridge's ports for a new pod's."""
 
 
 def internal_ip(node: Object) -> str | None:
@@ -110,6 +115,7 @@ class NetworkAgent:
     node_name: str
     runner: Runner = run_command
     bridge: str = "cbr0"
+    sys_class_net: Path = Path("/sys/class/net")
 
     def __post_init__(self) -> None:
         self.iptables = Iptables(self.runner)
@@ -124,12 +130,18 @@ class NetworkAgent:
         return self._run("ip", *argv)
 
     def hairpin(self) -> None:
-        """Hairpin mode on every port of the pods' bridge that lacks it."""
-        ports = json.loads(self._run("bridge", "-d", "-json", "link", "show") or "[]")
-        for port in ports:
-            if port.get("master") == self.bridge and not port.get("hairpin"):
-                self._run("bridge", "link", "set", "dev", port["ifname"], "hairpin", "on")
-                log.info("network %s: hairpin on %s", self.node_name, port["ifname"])
+        """Hairpin mode on every port of the pods' bridge that lacks it. sysfs says which
+        (read-only in a node container, so the change goes through netlink); a bridge the
+        kubelet has not made yet has no ports."""
+        ports = self.sys_class_net / self.bridge / "brif"
+        for port in sorted(ports.glob("*")) if ports.is_dir() else []:
+            try:
+                on = (port / "hairpin_mode").read_text().strip() == "1"
+            except FileNotFoundError:  # the pod went away meanwhile
+                continue
+            if not on:
+                self._run("bridge", "link", "set", "dev", port.name, "hairpin", "on")
+                log.info("network %s: hairpin on %s", self.node_name, port.name)
 
     def current_routes(self) -> dict[str, str]:
         routes = json.loads(self._ip("-json", "route", "show", "proto", ROUTE_PROTOCOL) or "[]")
@@ -149,7 +161,6 @@ class NetworkAgent:
         every = [c for n in nodes for c in pod_cidrs(n)]
         self.iptables.restore(rules(every, own))
         self.iptables.ensure_jumps(JUMPS)
-        self.hairpin()
 
     def cleanup(self) -> None:
         """Remove our routes and chains (labadm reset)."""

@@ -73,7 +73,7 @@ def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
     )
     assert caller(seen) == client_ip
     # Hairpin: the backend reaches itself through its own Service, once the network
-    # agent's next sync (within its 10 s resync) has put its bridge port in hairpin mode.
+    # agent has put its bridge port in hairpin mode (within a second).
     hairpin = ["docker", "exec", "echo-backend", "timeout", "3", "wget", "-q", "-O", "-"]
     until(
         lambda: second.exec(*hairpin, f"http://{cluster_ip}/cgi-bin/ip", check=False).stdout,

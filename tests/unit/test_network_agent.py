@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agents.network.agent import NetworkAgent, desired_routes, rules
@@ -59,11 +60,8 @@ def test_rules_accept_pod_traffic_and_masquerade_only_what_leaves_the_pod_networ
 class FakeNode:
     """Answers `ip -json route show` with `routes` and records every command."""
 
-    def __init__(
-        self, routes: list[dict[str, str]], ports: list[dict[str, object]] | None = None
-    ) -> None:
+    def __init__(self, routes: list[dict[str, str]]) -> None:
         self.routes = routes
-        self.ports = ports or []
         self.commands: list[list[str]] = []
         self.stdin: list[str] = []
 
@@ -76,8 +74,6 @@ class FakeNode:
         out = ""
         if list(argv[:3]) == ["ip", "-json", "route"]:
             out = json.dumps(self.routes)
-        elif list(argv[:2]) == ["bridge", "-d"]:
-            out = json.dumps(self.ports)
         # -C (check) says the jump is missing, so the agent inserts it.
         code = 1 if "-C" in argv else 0
         return subprocess.CompletedProcess(list(argv), code, out, "")
@@ -106,16 +102,12 @@ def test_an_unchanged_route_is_left_alone() -> None:
     assert not [c for c in fake.commands if c[:2] == ["ip", "route"] and c[2] != "show"]
 
 
-def test_pod_ports_of_the_bridge_get_hairpin_mode_once() -> None:
-    fake = FakeNode(
-        [],
-        ports=[
-            {"ifname": "veth1", "master": "cbr0", "hairpin": False},
-            {"ifname": "veth2", "master": "cbr0", "hairpin": True},
-            {"ifname": "veth3", "master": "docker0", "hairpin": False},
-        ],
-    )
-    NetworkAgent("n1", runner=fake).sync(NODES)
-    assert [c for c in fake.commands if c[:3] == ["bridge", "link", "set"]] == [
-        ["bridge", "link", "set", "dev", "veth1", "hairpin", "on"]
-    ]
+def test_pod_ports_of_the_bridge_get_hairpin_mode_once(tmp_path: Path) -> None:
+    for bridge, port, mode in [("cbr0", "veth1", 0), ("cbr0", "veth2", 1), ("docker0", "veth3", 0)]:
+        (tmp_path / bridge / "brif" / port).mkdir(parents=True)
+        (tmp_path / bridge / "brif" / port / "hairpin_mode").write_text(f"{mode}\n")
+    fake = FakeNode([])
+    NetworkAgent("n1", runner=fake, sys_class_net=tmp_path).hairpin()
+    assert fake.commands == [["bridge", "link", "set", "dev", "veth1", "hairpin", "on"]]
+    NetworkAgent("n1", runner=fake, sys_class_net=tmp_path / "none").hairpin()  # no bridge yet
+    assert len(fake.commands) == 1
