@@ -378,7 +378,7 @@ class RaftNode:
         """Wake up at the first tick that will do more than count.
 
         A follower with a live leader wakes for the leader's heartbeats only, not also
-        ten times a second to count (a fifth to a quarter of an idle follower's CPU);
+        ten times a second to count (a sixth to a quarter of an idle follower's CPU);
         a leader still wakes every heartbeat interval. A timer already set for an
         earlier time stays: it wakes the member early, which costs one wake-up, not a
         tick."""
