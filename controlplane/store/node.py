@@ -34,6 +34,10 @@ snapshot saved, the in-memory log compacted (keeping `catch_up_entries` so sligh
 followers still get appends) and the WAL segments before it released. A snapshot sent to
 a follower is always made fresh from the applied state, so it carries the current
 membership (a member added after the last local snapshot must find itself in it).
+
+Heartbeats: the leader does not send a follower its regular heartbeat when it sent that
+follower an append, a snapshot or a read's heartbeat within the last interval (etcd
+sends every one); see `RaftNode._redundant_heartbeat`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import enum
 import hashlib
 import itertools
 import logging
+import math
 import random
 import secrets
 import ssl
@@ -81,6 +86,10 @@ log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 5.0
 """How long `stop()` waits for the Raft loop to finish the Ready it is persisting."""
+
+_CONTACT = frozenset({MessageType.APP, MessageType.SNAP, MessageType.HEARTBEAT})
+"""Messages from a leader that reset a follower's election timer (regular heartbeats,
+the one kind that can be skipped, are never recorded: see `RaftNode._redundant_heartbeat`)."""
 
 TICK_SLACK = 1e-6
 """Fraction of a tick by which a timer may fire early (asyncio runs a timer that is due
@@ -212,9 +221,13 @@ class RaftNode:
         self._tick_timer: asyncio.TimerHandle | None = None
         self._stopping = False
         self._fatal: BaseException | None = None
+        # When the leader last sent each follower an append, a snapshot or a read's
+        # heartbeat: its regular heartbeat is redundant for an interval after one.
+        self._last_contact: dict[int, float] = {}
         self.leader_changes = 0
         self.proposals_committed = 0
         self.proposals_failed = 0
+        self.heartbeats_skipped = 0
         # Hooks for the server: fsync durations (metrics) and leadership changes.
         self.on_fsync: Callable[[float], None] | None = None
         self.on_leader_change: Callable[[int], None] | None = None
@@ -449,6 +462,24 @@ class RaftNode:
             if self.on_fsync is not None:
                 self.on_fsync(seconds)
 
+    def _redundant_heartbeat(self, m: Message, now: float) -> bool:
+        """Whether `m` is a regular heartbeat to a follower that heard from this leader
+        less than a heartbeat interval ago; notes the contact otherwise.
+
+        Any message from the leader resets a follower's election timer, and its answer
+        counts toward the leader's check-quorum, so the heartbeat adds nothing but a
+        round trip, which at rest is most of what a member sends: the kernel's network
+        path for a TLS record costs more than the Raft work behind it. Skipping it is
+        where kubelab departs from etcd's raft, which sends every heartbeat. A follower
+        still hears from the leader at least every two intervals, well inside the
+        election timeout; heartbeats that carry a read's context (ReadIndex) are always
+        sent, since the read waits on their answers."""
+        if m.type is MessageType.HEARTBEAT and not m.context:
+            return now - self._last_contact.get(m.to, -math.inf) < self.config.tick_interval
+        if m.type in _CONTACT:
+            self._last_contact[m.to] = now
+        return False
+
     def _persist_snapshot(self, snap: Snapshot) -> None:
         assert self._wal is not None
         self._snapshotter.save(snap)
@@ -459,7 +490,11 @@ class RaftNode:
             return
         assert self._transport is not None
         out = []
+        now = asyncio.get_running_loop().time()
         for m in messages:
+            if self._redundant_heartbeat(m, now):
+                self.heartbeats_skipped += 1
+                continue
             if m.type is MessageType.SNAP:
                 m = replace(m, snapshot=self._fresh_snapshot())
                 log.info("%s: sending snapshot at index %d to %x", self._tag, self._applied, m.to)

@@ -127,6 +127,11 @@ class _NodeCounters(Collector):
                                   value=self.node.leader_changes)  # fmt: skip
         yield CounterMetricFamily("etcd_server_proposals_failed_total", "proposals failed",
                                   value=self.node.proposals_failed)  # fmt: skip
+        yield CounterMetricFamily(
+            "kubelab_store_heartbeats_skipped_total",
+            "regular heartbeats not sent: the follower heard from the leader within the interval",
+            value=self.node.heartbeats_skipped,
+        )
 
 
 class Metrics:

@@ -4,7 +4,8 @@ Three `kubelab-store` processes talk over mutual TLS. Writers keep putting uniqu
 through random members while the test kills (SIGKILL) the leader, restarts it, kills a
 follower, then takes two members down so the survivor has no quorum: its writes must
 fail with an error within the request timeout, never hang. Once everyone is back, every
-write that was acknowledged must be readable, linearizably, from every member.
+write that was acknowledged must be readable, linearizably, from every member. The
+leader's skipped heartbeats cost no election.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import requests
 
 from kubelab.storeclient import FailedPrecondition, StoreClient
 from lab.localcluster import LocalCluster, free_port
+from tests.integration.test_store_limits import scrape
+from tests.waiting import until
 
 
 @pytest.fixture
@@ -209,3 +212,31 @@ def test_promoting_a_learner_that_has_not_caught_up_is_refused(cluster: LocalClu
             client.member_promote(added.member.id)
         members = client.member_remove(added.member.id).members
     assert len(members) == 3 and not any(m.is_learner for m in members)
+
+
+def test_the_leader_skips_heartbeats_its_appends_made_redundant(cluster: LocalCluster) -> None:
+    """A follower that got an append within the heartbeat interval is not sent the
+    regular heartbeat (kubelab departs from etcd here, to spare an idle lab's CPU): under
+    steady writes heartbeats are skipped, yet no follower's election timer runs out, and
+    at rest every heartbeat goes out again."""
+    skipped = "kubelab_store_heartbeats_skipped_total"
+    leader = cluster.wait_leader()
+    cluster.wait_serving(leader)
+    terms = {m.name: scrape(m)["kubelab_store_raft_term"] for m in cluster.members}
+    # Each member publishes its attributes once it has a leader (etcd's publish); once
+    # those are in, ten heartbeat intervals with no appends must skip nothing.
+    committed = "etcd_server_proposals_committed_total"
+    until(lambda: scrape(leader)[committed] >= len(cluster.members), "the members' attributes")
+    time.sleep(0.2)
+    at_rest = scrape(leader)[skipped]
+    time.sleep(1.0)
+    assert scrape(leader)[skipped] == at_rest
+
+    for i in range(60):  # about 20 writes a second, through every member
+        cluster.put(cluster.members[i % 3], f"beat/{i}", "v")
+        time.sleep(0.05)
+    assert scrape(leader)[skipped] > at_rest
+    for m in cluster.members:
+        samples = scrape(m)
+        assert samples["kubelab_store_raft_term"] == terms[m.name], f"{m.name} saw an election"
+        assert samples["etcd_server_is_leader"] == (1.0 if m is leader else 0.0)
