@@ -35,9 +35,9 @@ except (ssl.SSLError, ConnectionError) as exc:
 
 
 def test_services_run(node: Node) -> None:
-    """The container engine and sshd (a process whichever supervisor runs them), the
-    kubelet under runit (labadm starts it with `sv up`)."""
-    for name in ("dockerd", "sshd"):
+    """The container engine (containerd and dockerd) and sshd (processes whichever
+    supervisor runs them), the kubelet under runit (labadm starts it with `sv up`)."""
+    for name in ("containerd", "dockerd", "sshd"):
         assert node.host.process.filter(comm=name), f"{name} is not running on {node.name}"
     status = node.host.run("sv status kubelet")
     assert status.stdout.startswith("run:"), f"kubelet on {node.name}: {status.stdout}"

@@ -18,6 +18,22 @@ def test_a_nodes_dockerd_runs_busybox(node_cluster: NodeCluster) -> None:
         assert out.stdout.decode().strip() == "hello from a pod"
 
 
+def test_a_nodes_dockerd_runs_on_the_nodes_containerd_service(node_cluster: NodeCluster) -> None:
+    """dockerd uses the containerd runit runs (as Debian's docker.service does), not a
+    child of its own: its containers are that containerd's tasks, and that containerd has
+    the node's settings (the garbage collector's fixed check: docs/nodes.md)."""
+    node = node_cluster.nodes[0]
+    assert node.sh("sv status containerd").startswith("run:")
+    ctr = "ctr --address /run/containerd/containerd.sock"
+    cid = node.sh(f"docker run -d {BUSYBOX_IMAGE} sleep 60").strip()
+    try:
+        assert cid in node.sh(f"{ctr} --namespace moby tasks ls -q").split()
+    finally:
+        node.sh(f"docker rm -f {cid}")
+    gc = node.sh(f"{ctr} plugins ls --detailed id==scheduler")
+    assert "PauseThreshold         0\n" in gc, gc
+
+
 def test_nodes_have_their_fixed_addresses_and_reach_each_others_sshd(
     node_cluster: NodeCluster,
 ) -> None:
