@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_DIR ?= .lab
 
-.PHONY: help venv images lint typecheck test test-fast soak bench up down status stop start verify up-local down-local status-local clean
+.PHONY: help venv images lint typecheck test test-fast soak bench bench-idle up down status stop start verify up-local down-local status-local clean
 
 help:
 	@echo "make up        bring up the Docker lab (3 control-plane nodes behind haproxy, 2 workers; CONFIG=cluster.yaml) and print how to use kubectl"
@@ -22,6 +22,7 @@ help:
 	@echo "make soak      long deterministic-simulation soak (many more seeds)"
 	@echo "make images    build the node and workload images (cached by their inputs)"
 	@echo "make bench     run the benchmarks in bench/ and print their figures"
+	@echo "make bench-idle  the running lab's CPU at rest, 300 s (make up first)"
 
 # Real etcd 3.4 (Debian's etcd-server) is the store's oracle in differential tests and
 # its peer in benchmarks.
@@ -89,6 +90,9 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.apiserver
 	$(BIN)/python -m bench.pods
 	$(BIN)/python -m bench.pods --runtime docker
+
+bench-idle: $(STAMP)
+	$(BIN)/python -m bench.idle --prefix kubelab-$(LAB_NAME)
 
 CONFIG ?=
 up: $(STAMP)
