@@ -462,24 +462,6 @@ class RaftNode:
             if self.on_fsync is not None:
                 self.on_fsync(seconds)
 
-    def _redundant_heartbeat(self, m: Message, now: float) -> bool:
-        """Whether `m` is a regular heartbeat to a follower that heard from this leader
-        less than a heartbeat interval ago; notes the contact otherwise.
-
-        Any message from the leader resets a follower's election timer, and its answer
-        counts toward the leader's check-quorum, so the heartbeat adds nothing but a
-        round trip, which at rest is most of what a member sends: the kernel's network
-        path for a TLS record costs more than the Raft work behind it. Skipping it is
-        where kubelab departs from etcd's raft, which sends every heartbeat. A follower
-        still hears from the leader at least every two intervals, well inside the
-        election timeout; heartbeats that carry a read's context (ReadIndex) are always
-        sent, since the read waits on their answers."""
-        if m.type is MessageType.HEARTBEAT and not m.context:
-            return now - self._last_contact.get(m.to, -math.inf) < self.config.tick_interval
-        if m.type in _CONTACT:
-            self._last_contact[m.to] = now
-        return False
-
     def _persist_snapshot(self, snap: Snapshot) -> None:
         assert self._wal is not None
         self._snapshotter.save(snap)
@@ -507,6 +489,24 @@ class RaftNode:
                 # The transport is fire-and-forget: report success; if the snapshot was
                 # lost, the follower's next rejection makes the leader send another.
                 self.raw.report_snapshot(m.to, ok=True)
+
+    def _redundant_heartbeat(self, m: Message, now: float) -> bool:
+        """Whether `m` is a regular heartbeat to a follower that heard from this leader
+        less than a heartbeat interval ago; notes the contact otherwise.
+
+        Any message from the leader resets a follower's election timer, and its answer
+        counts toward the leader's check-quorum, so the heartbeat adds nothing but a
+        round trip, which at rest is most of what a member sends: the kernel's network
+        path for a TLS record costs more than the Raft work behind it. Skipping it is
+        where kubelab departs from etcd's raft, which sends every heartbeat. A follower
+        still hears from the leader at least every two intervals, well inside the
+        election timeout; heartbeats that carry a read's context (ReadIndex) are always
+        sent, since the read waits on their answers."""
+        if m.type is MessageType.HEARTBEAT and not m.context:
+            return now - self._last_contact.get(m.to, -math.inf) < self.config.tick_interval
+        if m.type in _CONTACT:
+            self._last_contact[m.to] = now
+        return False
 
     def _apply(self, rd: Ready) -> None:
         if rd.soft_state is not None:
