@@ -91,6 +91,18 @@ _CONTACT = frozenset({MessageType.APP, MessageType.SNAP, MessageType.HEARTBEAT})
 """Messages from a leader that reset a follower's election timer (regular heartbeats,
 the one kind that can be skipped, are never recorded: see `RaftNode._redundant_heartbeat`)."""
 
+_STORAGE_ERRORS = (OSError, StoreStorageError)
+
+
+def _fatal_cause(exc: BaseException) -> str:
+    """What stopped the Raft loop, as clients and the log are told: a storage failure
+    (disk full, I/O error) or, for anything else, the error's type, which points at a
+    bug rather than at the disk."""
+    if isinstance(exc, _STORAGE_ERRORS):
+        return f"a storage failure: {exc}"
+    return f"an internal error ({type(exc).__name__}: {exc}); see the member's log"
+
+
 TICK_SLACK = 1e-6
 """Fraction of a tick by which a timer may fire early (asyncio runs a timer that is due
 within its clock resolution) and still count that tick as due."""
@@ -443,9 +455,15 @@ class RaftNode:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
-            # Storage failed (disk full, I/O error): the member cannot go on safely.
+            # Storage failed (disk full, I/O error), or a bug: the member cannot go on
+            # safely. A bug's traceback goes to the log, since nothing else shows it.
             self._fatal = exc
-            log.critical("%s: stopping the raft loop: %s", self._tag, exc)
+            log.critical(
+                "%s: stopping the raft loop: %s",
+                self._tag,
+                _fatal_cause(exc),
+                exc_info=not isinstance(exc, _STORAGE_ERRORS),
+            )
             self._fail_all(exc)
             raise
 
@@ -671,7 +689,7 @@ class RaftNode:
     def _check_alive(self) -> None:
         if self._fatal is not None:
             raise StoreStorageError(
-                f"{self._tag}: member stopped after a storage failure: {self._fatal}"
+                f"{self._tag}: member stopped after {_fatal_cause(self._fatal)}"
             )
 
     async def propose(self, command: bytes, timeout: float | None = None) -> Any:

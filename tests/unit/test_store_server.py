@@ -417,3 +417,32 @@ def test_txn_sub_responses_carry_only_a_revision(tmp_path: Path) -> None:
             assert inner["header"] == {"revision": body["header"]["revision"]}
 
     run(tmp_path, scenario)
+
+
+@pytest.mark.parametrize(
+    ("failure", "told"),
+    [
+        (OSError(28, "No space left on device"), "a storage failure: [Errno 28]"),
+        (KeyError("bug"), "an internal error (KeyError: 'bug'); see the member's log"),
+    ],
+)
+def test_a_member_whose_raft_loop_failed_says_why(
+    tmp_path: Path, failure: BaseException, told: str
+) -> None:
+    """A failed write to the WAL (a full disk) or a bug stops the member's Raft loop;
+    every later request is refused naming which it was, not always "storage"."""
+
+    async def scenario(client: TestClient[Any, Any], store: Store) -> None:
+        wal = store.node._wal
+        assert wal is not None
+
+        def fail(*args: object) -> None:
+            raise failure
+
+        wal.save = fail  # type: ignore[method-assign]
+        await call(client, "/v3/kv/put", {"key": b64(b"k"), "value": b64(b"v")})
+        status, body = await call(client, "/v3/kv/put", {"key": b64(b"k"), "value": b64(b"v")})
+        assert status == 500 and body["code"] == 13
+        assert f"member stopped after {told}" in body["message"]
+
+    run(tmp_path, scenario)
