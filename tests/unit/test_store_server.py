@@ -439,7 +439,7 @@ def test_a_member_whose_raft_loop_failed_says_why(
         def fail(*args: object) -> None:
             raise failure
 
-        wal.save = fail  # type: ignore[method-assign]
+        wal.save = fail  # type: ignore[method-assign,assignment]
         await call(client, "/v3/kv/put", {"key": b64(b"k"), "value": b64(b"v")})
         status, body = await call(client, "/v3/kv/put", {"key": b64(b"k"), "value": b64(b"v")})
         assert status == 500 and body["code"] == 13
