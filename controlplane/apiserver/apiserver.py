@@ -418,7 +418,7 @@ class APIServer:
 
     def _store_healthy(self) -> bool:
         try:
-            self.storage.current_revision()
+            self.storage.check_health()
             return True
         except storeclient.StoreError:
             return False

@@ -36,6 +36,10 @@ from kubelab.storeclient import Compare, Delete, Get, Put, TxnResult
 
 log = logging.getLogger("kubelab.apiserver.storage")
 
+HEALTH_KEY = "/registry/health"
+"""The key the health checks read; nothing writes it (kube-apiserver's etcd check reads
+the same one)."""
+
 Object = dict[str, Any]
 
 
@@ -189,6 +193,12 @@ class Storage:
     def current_revision(self) -> int:
         """The store's newest revision, read through the leader (linearizable)."""
         return self.client.get("/registry/", count_only=True, prefix=True).header.revision
+
+    def check_health(self) -> None:
+        """A linearizable read of one key that never exists, as kube-apiserver's etcd
+        check reads `/registry/health`: it needs the store's quorum, and unlike counting
+        the keys it costs the same whatever the cluster holds. Raises `StoreError`."""
+        self.client.get(HEALTH_KEY)
 
     def list_objects(
         self,

@@ -1,5 +1,6 @@
 """The apiserver while its store loses members: writes go on after the election, nothing
-acknowledged is lost, and a watching client misses no event.
+acknowledged is lost, a watching client misses no event, and /readyz says when the store
+has no quorum.
 
 A control plane of its own (3 store members, no controller-manager): the store's leader
 is killed, and then the member the apiserver was talking to.
@@ -133,6 +134,34 @@ def test_members_killed_lose_no_write_and_no_watch_event(plane: LocalControlPlan
     assert sorted(set(watcher.added)) == names
     assert len(watcher.added) == len(names), "an event was delivered twice"
     assert watcher.gone == 0, "the watch was told its resourceVersion is too old"
+
+
+def test_readyz_fails_its_etcd_check_while_the_store_has_no_quorum(
+    plane: LocalControlPlane,
+) -> None:
+    """The etcd check reads one key linearizably, as kube-apiserver's does: with two of
+    three members down it fails (and a load balancer stops sending requests here), and it
+    passes again once they are back."""
+    assert plane.store is not None
+    session = plane.session()
+
+    def readyz() -> requests.Response:
+        return session.get(f"{plane.server}/readyz?verbose", timeout=30)
+
+    assert "[+]etcd ok" in readyz().text
+    down = plane.store.members[1:]
+    for member in down:
+        _kill(plane, member)
+    r = readyz()
+    assert r.status_code == 500 and "[-]etcd failed" in r.text, r.text
+    for member in down:
+        plane.store.start(member)
+    plane.store.wait_leader()
+    deadline = time.monotonic() + 30
+    while (r := readyz()).status_code != 200:
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.5)
+    assert "[+]etcd ok" in r.text
 
 
 def test_a_full_store_refuses_writes_with_what_to_do(tmp_path: Path) -> None:
