@@ -464,7 +464,7 @@ class RaftNode:
                 _fatal_cause(exc),
                 exc_info=not isinstance(exc, _STORAGE_ERRORS),
             )
-            self._fail_all(exc)
+            self._fail_all(self._stopped_error())
             raise
 
     def _persist(self, rd: Ready) -> None:
@@ -517,9 +517,10 @@ class RaftNode:
         round trip, which at rest is most of what a member sends: the kernel's network
         path for a TLS record costs more than the Raft work behind it. Skipping it is
         where kubelab departs from etcd's raft, which sends every heartbeat. A follower
-        still hears from the leader at least every two intervals, well inside the
-        election timeout; heartbeats that carry a read's context (ReadIndex) are always
-        sent, since the read waits on their answers."""
+        still hears from the leader about every two intervals at worst (plus a late
+        timer's delay), well inside the election timeout; heartbeats that carry a
+        read's context (ReadIndex) are always sent, since the read waits on their
+        answers."""
         if m.type is MessageType.HEARTBEAT and not m.context:
             return now - self._last_contact.get(m.to, -math.inf) < self.config.tick_interval
         if m.type in _CONTACT:
@@ -688,9 +689,12 @@ class RaftNode:
 
     def _check_alive(self) -> None:
         if self._fatal is not None:
-            raise StoreStorageError(
-                f"{self._tag}: member stopped after {_fatal_cause(self._fatal)}"
-            )
+            raise self._stopped_error()
+
+    def _stopped_error(self) -> StoreStorageError:
+        """What requests get once the Raft loop has stopped, those in flight included."""
+        assert self._fatal is not None
+        return StoreStorageError(f"{self._tag}: member stopped after {_fatal_cause(self._fatal)}")
 
     async def propose(self, command: bytes, timeout: float | None = None) -> Any:
         """Replicate `command`; returns the state machine's result once applied here."""

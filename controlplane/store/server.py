@@ -735,7 +735,7 @@ class Store:
             except web.HTTPRequestEntityTooLarge:
                 response = _error_response(GrpcCode.INVALID_ARGUMENT, ERR_TOO_LARGE)
             except StoreStorageError as exc:
-                log.error("store: storage failure: %s", exc)
+                log.error("store: %s %s refused: %s", request.method, request.path, exc)
                 response = _error_response(GrpcCode.INTERNAL, str(exc))
             except (web.HTTPException, ConnectionResetError):
                 raise  # aiohttp's own answers (unknown path, wrong method); a client gone
