@@ -7,7 +7,8 @@ container's processes include the pods' and the inner engine's, which live in ne
 cgroups). CPU of processes that started and ended inside the window (a probe's
 `iptables -C`, a `runc --version`) shows only in the container's figure; the difference
 is printed beside it, since that is where a cost nobody sees hides. The processes are
-then summed by program across the lab (three store members, eight shims), busiest first.
+then summed by program across the lab (the store members together, the shims together),
+busiest first.
 
 Run it against a lab `make up` brought up, with nothing else busy on the machine, a few
 minutes after `make up` (the first minutes include image pulls and leader elections):
@@ -77,7 +78,12 @@ def lab_containers(client: docker.DockerClient, prefix: str) -> list[Container]:
     return sorted(found, key=lambda c: c.name)
 
 
-def process_times(pids: set[int]) -> dict[int, tuple[str, float]]:
+Process = tuple[int, int]
+"""A process as (pid, start time in clock ticks): a pid reused within the window is
+another process."""
+
+
+def process_times(pids: set[int]) -> dict[Process, tuple[str, float]]:
     """Each live process's command line (shortened) and CPU seconds so far."""
     times = {}
     for pid in pids:
@@ -88,7 +94,8 @@ def process_times(pids: set[int]) -> dict[int, tuple[str, float]]:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
         seconds = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-        times[pid] = (describe([a.decode(errors="replace") for a in argv if a]), seconds)
+        process = (pid, int(fields[19]))  # starttime
+        times[process] = (describe([a.decode(errors="replace") for a in argv if a]), seconds)
     return times
 
 
@@ -128,9 +135,9 @@ def measure(containers: list[Container], seconds: float) -> list[Sample]:
         usage, then = before[c.name]
         now = process_times(c.pids())
         seen = [
-            (name, 100.0 * (spent - then[pid][1]) / elapsed)
-            for pid, (name, spent) in now.items()
-            if pid in then
+            (name, 100.0 * (spent - then[process][1]) / elapsed)
+            for process, (name, spent) in now.items()
+            if process in then
         ]
         samples.append(
             Sample(

@@ -139,7 +139,7 @@ def _skipped_heartbeats(m: Member) -> float:
 
 def measure_rest(cluster: LocalCluster, seconds: float) -> tuple[dict[str, float], float]:
     """Each member's CPU (% of a core, the leader's name starred) under an idle lab's
-    load, and the regular heartbeats the leader skipped a second."""
+    load, and the regular heartbeats the leader skipped a second, per follower."""
     leader = cluster.wait_leader()
     for m in cluster.members:
         cluster.wait_serving(m)
@@ -159,7 +159,8 @@ def measure_rest(cluster: LocalCluster, seconds: float) -> tuple[dict[str, float
         m.name + ("*" if m is leader else ""): 100.0 * (_cpu_seconds(m) - cpu[m.name]) / elapsed
         for m in cluster.members
     }
-    return usage, (_skipped_heartbeats(leader) - skipped) / elapsed
+    followers = len(cluster.members) - 1
+    return usage, (_skipped_heartbeats(leader) - skipped) / elapsed / followers
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"an idle lab's load ({args.rest_seconds:.0f} s): CPU {members} % of a core, "
                 f"{sum(usage.values()):.2f} % in all; the leader skipped {skipped:.1f} "
-                "heartbeats a second"
+                "of each follower's 10 heartbeats a second"
             )
         finally:
             cluster.stop_all()
