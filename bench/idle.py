@@ -19,17 +19,16 @@ minutes after `make up` (the first minutes include image pulls and leader electi
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import docker
 
+from bench import process_stat
 from lab.nodes import LAB_LABEL
 
 CGROUP = Path("/sys/fs/cgroup")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -88,14 +87,11 @@ def process_times(pids: set[int]) -> dict[Process, tuple[str, float]]:
     times = {}
     for pid in pids:
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
+            seconds, started = process_stat(pid)
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:  # ended since the cgroup listed it
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        seconds = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-        process = (pid, int(fields[19]))  # starttime
-        times[process] = (describe([a.decode(errors="replace") for a in argv if a]), seconds)
+        times[(pid, started)] = (describe([a.decode(errors="replace") for a in argv if a]), seconds)
     return times
 
 

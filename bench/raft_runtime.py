@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import os
 import statistics
 import tempfile
 import threading
@@ -26,9 +25,8 @@ import time
 from pathlib import Path
 
 import aiohttp
-import requests
-from prometheus_client.parser import text_string_to_metric_families
 
+from bench import cpu_seconds
 from kubelab.storeclient import StoreClient, StoreError
 from lab.localcluster import LocalCluster, Member
 
@@ -122,19 +120,11 @@ def measure_failover(cluster: LocalCluster, trials: int) -> list[tuple[float, fl
 
 
 def _cpu_seconds(m: Member) -> float:
-    """User + system CPU of a member's process so far."""
     assert m.process is not None
-    stat = Path(f"/proc/{m.process.pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(m.process.pid)
 
 
-def _skipped_heartbeats(m: Member) -> float:
-    text = requests.get(m.client_url + "/metrics", timeout=5).text
-    for family in text_string_to_metric_families(text):
-        if family.name == "kubelab_store_heartbeats_skipped":
-            return float(family.samples[0].value)
-    raise RuntimeError(f"{m.name}: no kubelab_store_heartbeats_skipped_total in /metrics")
+SKIPPED = "kubelab_store_heartbeats_skipped_total"
 
 
 def measure_rest(cluster: LocalCluster, seconds: float) -> tuple[dict[str, float], float]:
@@ -145,13 +135,13 @@ def measure_rest(cluster: LocalCluster, seconds: float) -> tuple[dict[str, float
         cluster.wait_serving(m)
     time.sleep(2.0)  # the catch-up after the failover trials
     cpu = {m.name: _cpu_seconds(m) for m in cluster.members}
-    skipped = _skipped_heartbeats(leader)
+    skipped = cluster.metrics(leader)[SKIPPED]
     started = time.monotonic()
     n = 0
     while time.monotonic() - started < seconds:
         cluster.put(leader, f"rest/{n % 50}", "v" * 200)
         for j in range(2):
-            cluster.get(cluster.members[(n + j) % 3], f"rest/{n % 50}")
+            cluster.get(cluster.members[(n + j) % len(cluster.members)], f"rest/{n % 50}")
             time.sleep(0.3)
         n += 1
     elapsed = time.monotonic() - started
@@ -160,7 +150,7 @@ def measure_rest(cluster: LocalCluster, seconds: float) -> tuple[dict[str, float
         for m in cluster.members
     }
     followers = len(cluster.members) - 1
-    return usage, (_skipped_heartbeats(leader) - skipped) / elapsed / followers
+    return usage, (cluster.metrics(leader)[SKIPPED] - skipped) / elapsed / followers
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -71,6 +71,7 @@ from typing import Any
 
 import aiohttp
 
+from bench import cpu_seconds
 from bench.raft_runtime import failover_trial
 from kubelab.storeclient import Get, Put, StoreClient, StoreError
 from lab.localcluster import LocalCluster, Member
@@ -291,14 +292,8 @@ def _machine_cpu_seconds() -> float:
 
 
 def _server_cpu_seconds(cluster: LocalCluster) -> float:
-    """User+system CPU of the live members so far (fields 14 and 15 of /proc/PID/stat)."""
-    total = 0
-    for m in cluster.alive():
-        assert m.process is not None
-        stat = Path(f"/proc/{m.process.pid}/stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    """User+system CPU of the live members so far."""
+    return sum(cpu_seconds(m.process.pid) for m in cluster.alive() if m.process is not None)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from kubelab import pki
 
@@ -165,6 +166,12 @@ class LocalCluster:
         r.raise_for_status()
         return r.json()
 
+    def metrics(self, m: Member) -> dict[str, float]:
+        """Every sample of the member's /metrics (see `metric_samples`)."""
+        r = requests.get(m.client_url + "/metrics", timeout=5)
+        r.raise_for_status()
+        return metric_samples(r.text)
+
     def status(self, m: Member, timeout: float = 2.0) -> dict[str, Any] | None:
         try:
             result: dict[str, Any] = self.call(m, "/v3/maintenance/status", {}, timeout)
@@ -232,6 +239,17 @@ class LocalCluster:
                 time.sleep(0.1)
         kvs = out.get("kvs")
         return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
+
+
+def metric_samples(text: str) -> dict[str, float]:
+    """Prometheus text as {sample name: value}, labels folded into the name when present
+    (`kubelab_store_requests_total{code=200,path=/v3/kv/put}`)."""
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            samples[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return samples
 
 
 def _b64(s: str) -> str:

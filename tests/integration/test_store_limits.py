@@ -29,7 +29,6 @@ from typing import Any
 
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
 from kubelab import pki
 from kubelab.storeclient import (
@@ -39,7 +38,7 @@ from kubelab.storeclient import (
     StoreClient,
     Unavailable,
 )
-from lab.localcluster import LocalCluster, Member
+from lab.localcluster import LocalCluster, Member, metric_samples
 
 MIB = 1024 * 1024
 TOO_LARGE = "etcdserver: request is too large"
@@ -290,12 +289,7 @@ def scrape(m: Member) -> dict[str, float]:
     """Every sample of /metrics by name (labels folded into the name when present)."""
     r = requests.get(m.client_url + "/metrics", timeout=5)
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/plain")
-    samples = {}
-    for family in text_string_to_metric_families(r.text):
-        for s in family.samples:
-            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-            samples[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
-    return samples
+    return metric_samples(r.text)
 
 
 def test_metrics_are_served_and_move_with_writes(single: LocalCluster) -> None:

@@ -23,7 +23,6 @@ import requests
 
 from kubelab.storeclient import FailedPrecondition, StoreClient
 from lab.localcluster import LocalCluster, free_port
-from tests.integration.test_store_limits import scrape
 from tests.waiting import until
 
 
@@ -222,21 +221,24 @@ def test_the_leader_skips_heartbeats_its_appends_made_redundant(cluster: LocalCl
     skipped = "kubelab_store_heartbeats_skipped_total"
     leader = cluster.wait_leader()
     cluster.wait_serving(leader)
-    terms = {m.name: scrape(m)["kubelab_store_raft_term"] for m in cluster.members}
+    terms = {m.name: cluster.metrics(m)["kubelab_store_raft_term"] for m in cluster.members}
     # Each member publishes its attributes once it has a leader (etcd's publish); once
     # those are in, ten heartbeat intervals with no appends must skip nothing.
     committed = "etcd_server_proposals_committed_total"
-    until(lambda: scrape(leader)[committed] >= len(cluster.members), "the members' attributes")
+    until(
+        lambda: cluster.metrics(leader)[committed] >= len(cluster.members),
+        "the members' attributes",
+    )
     time.sleep(0.2)
-    at_rest = scrape(leader)[skipped]
+    at_rest = cluster.metrics(leader)[skipped]
     time.sleep(1.0)
-    assert scrape(leader)[skipped] == at_rest
+    assert cluster.metrics(leader)[skipped] == at_rest
 
     for i in range(60):  # about 20 writes a second, through every member
         cluster.put(cluster.members[i % 3], f"beat/{i}", "v")
         time.sleep(0.05)
-    assert scrape(leader)[skipped] > at_rest
+    assert cluster.metrics(leader)[skipped] > at_rest
     for m in cluster.members:
-        samples = scrape(m)
+        samples = cluster.metrics(m)
         assert samples["kubelab_store_raft_term"] == terms[m.name], f"{m.name} saw an election"
         assert samples["etcd_server_is_leader"] == (1.0 if m is leader else 0.0)
