@@ -1,0 +1,7 @@
+"""`python -m controlplane.collector`: see `server.py`."""
+
+import sys
+
+from .server import main
+
+sys.exit(main())
