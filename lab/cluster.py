@@ -1,5 +1,5 @@
-"""The Docker lab: `labctl up|down|status` (seeds: bringing a cluster up with kubeadm on
-machines, here node containers), as kind creates clusters.
+"""The Docker lab: the `Lab` model behind `labctl up|down|status` (seeds: bringing a
+cluster up with kubeadm on machines, here node containers), as kind creates clusters.
 
 A small YAML file describes the cluster, like kind's:
 
@@ -19,7 +19,8 @@ the first control-plane node, `labadm join` on the workers (in parallel), fetch 
 admin kubeconfig and wait until every node is Ready. A summary of nodes, roles,
 addresses and the kubeconfig's path ends it, and the lab's context is merged into the
 user's kubeconfig (`lab.kubeconfigs`). A running lab's other commands (stop, start,
-nodes add|remove, load-image, kubeconfig) are `lab.lifecycle`'s.
+nodes add|remove, load-image, kubeconfig, ssh) are `lab.lifecycle`'s, built on this
+module; the command line is `lab.labctl`'s, over both.
 
 Commands reach the nodes through `NodeShell`, one small interface, implemented over SSH
 (`lab.ssh.SSHShell`: fabric/paramiko, a key pair made per cluster, host keys pinned), so
@@ -37,9 +38,7 @@ which `down` removes them.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import re
 import shutil
 import sys
@@ -51,8 +50,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-import docker
-import docker.errors
 import yaml
 
 from kubelab.client import (
@@ -67,9 +64,9 @@ from lab import haproxy, kubeconfigs
 from lab.images import BUSYBOX_IMAGE, NGINX_IMAGE, PAUSE_IMAGE, Builder
 from lab.inventory import InventoryHost, write_files
 from lab.labadm.layout import API_PORT
-from lab.nodes import LAB_LABEL, Node, NodeCluster, NodeError
-from lab.registry import Registry, RegistryError
-from lab.ssh import ClusterKeys, Machine, SSHError, SSHShell, authorize_docker_node
+from lab.nodes import LAB_LABEL, Node, NodeCluster
+from lab.registry import Registry
+from lab.ssh import ClusterKeys, Machine, SSHShell, authorize_docker_node
 
 NODES = resource_for("v1", "Node")
 ROLES = ("control-plane", "worker")
@@ -534,84 +531,3 @@ class Lab:
                 f"{nodes.get(n['name'], 'unregistered')}"
             )
         print(f"kubeconfig: {self.kubeconfig.resolve()}")
-
-
-USAGE = {
-    "nodes": "add | remove <name>",
-    "load-image": "<image>",
-    "ssh": "<node> [command ...] (the command's own options after --)",
-}
-"""The operands of the actions that take some."""
-
-
-def operands_fit(action: str, operands: list[str]) -> bool:
-    if action == "ssh":
-        return len(operands) >= 1
-    if action == "nodes":
-        return operands == ["add"] or (len(operands) == 2 and operands[0] == "remove")
-    return len(operands) == (1 if action == "load-image" else 0)
-
-
-def ssh(directory: Path, node: str, command: list[str]) -> None:
-    """`labctl ssh <node> [command]`: OpenSSH with the lab's config, in this process."""
-    config = directory / "ssh_config"
-    if not config.exists():
-        raise LabError(f"no lab in {directory} (no {config}); `labctl up` makes one")
-    os.execvp("ssh", ["ssh", "-F", str(config), node, *command])
-
-
-def main(argv: list[str] | None = None) -> None:
-    # A running lab's commands; lab.lifecycle builds on this module.
-    from lab import lifecycle
-
-    actions: dict[str, Callable[[Lab, list[str]], object]] = {
-        "up": lambda lab, _: lab.up(),
-        "down": lambda lab, _: lab.down(),
-        "status": lambda lab, _: lab.status(),
-        "stop": lambda lab, _: lifecycle.stop(lab),
-        "start": lambda lab, _: lifecycle.start(lab),
-        "nodes": lambda lab, ops: (
-            lifecycle.add_worker(lab) if ops[0] == "add" else lifecycle.remove_worker(lab, ops[1])
-        ),
-        "load-image": lambda lab, ops: lifecycle.load_image(lab, ops[0]),
-        "kubeconfig": lambda lab, _: lifecycle.print_kubeconfig(lab),
-        "ssh": lambda lab, ops: ssh(lab.directory, ops[0], ops[1:]),
-    }
-    p = argparse.ArgumentParser(
-        prog="labctl",
-        description="The Docker lab: up, down, status, stop, start, nodes add|remove <name>, "
-        "load-image <image>, kubeconfig, ssh <node> [command]",
-    )
-    p.add_argument("action", choices=list(actions))
-    p.add_argument("operands", nargs="*", help="; ".join(f"{a}: {u}" for a, u in USAGE.items()))
-    p.add_argument("--config", type=Path, help="cluster config (YAML, like kind's)")
-    p.add_argument("--name", help="the cluster's name (overrides the config's)")
-    p.add_argument("--dir", type=Path, default=Path(".lab"), help="where the labs' files go")
-    p.add_argument("--prefix", default="", help="name prefix of the lab's Docker objects")
-    # ssh's command: what follows `--`, and what labctl's own options are not.
-    argv = sys.argv[1:] if argv is None else argv
-    after = argv.index("--") if "--" in argv else len(argv)
-    args, unknown = p.parse_known_args(argv[:after])
-    if args.action != "ssh" and (unknown or argv[after:]):
-        p.error(f"unrecognized arguments: {' '.join(unknown or argv[after:])}")
-    args.operands += [*unknown, *argv[after + 1 :]]
-    if not operands_fit(args.action, args.operands):
-        p.error(f"usage: labctl {args.action} {USAGE.get(args.action, '(no operands)')}")
-    try:
-        config = ClusterConfig.load(args.config)
-        if args.name:
-            config = ClusterConfig.parse(
-                {"name": args.name, "nodes": [{"role": r} for r in config.roles]}
-            )
-        lab = Lab(config, args.dir / config.name, prefix=args.prefix)
-        actions[args.action](lab, args.operands)
-    except (LabError, NodeError, RegistryError, SSHError, docker.errors.DockerException) as exc:
-        sys.exit(f"error: {exc}")
-
-
-if __name__ == "__main__":
-    # `python -m lab.cluster`: through the imported module, so that lab.lifecycle (which
-    # imports lab.cluster) raises the LabError that main catches.
-    from lab.cluster import main as labctl
-
-    labctl()

@@ -1,5 +1,5 @@
 """A running lab's life after `labctl up`: stop and start, nodes added and removed,
-images loaded, the kubeconfig's path.
+images loaded, the kubeconfig's path, a shell on a node.
 
 Each command first attaches to the lab from its `state.json` (prefix, nodes, roles,
 addresses) and the Docker objects labelled with its prefix, so a new `labctl` process
@@ -26,12 +26,15 @@ works on the lab that an earlier one made.
 * `load-image <image>` (kind's `load docker-image`): a docker.io name goes to the lab's
   registry, where every node's dockerd pulls it through its mirror; another registry's
   name is loaded into every node's dockerd.
+* `ssh <node> [command]`: OpenSSH with the SSH config `up` wrote (the cluster's key, the
+  pinned host keys), in place of labctl's process.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -209,3 +212,11 @@ def load_image(lab: Lab, image: str) -> None:
 def print_kubeconfig(lab: Lab) -> None:
     attach(lab)
     print(lab.kubeconfig.resolve())
+
+
+def ssh(lab: Lab, node: str, command: list[str]) -> None:
+    """OpenSSH to `node` with the lab's SSH config, replacing this process (exec), so
+    that the terminal, signals and the exit status are ssh's."""
+    if not lab.ssh_config.exists():
+        raise LabError(f"no lab in {lab.directory} (no {lab.ssh_config}); `labctl up` makes one")
+    os.execvp("ssh", ["ssh", "-F", str(lab.ssh_config), node, *command])

@@ -26,9 +26,9 @@ import pytest
 from controlplane.store import labutl as labutl_module
 from controlplane.store.labutl import SnapshotStatus
 from controlplane.store.labutl import main as labutl_main
-from kubelab.cli import labctl
-from kubelab.cli.labctl import main
+from kubelab.cli import store
 from kubelab.storeclient import StoreClient
+from lab.labctl.cli import main
 from lab.localcluster import LocalCluster
 from tests.integration.etcd_fixture import ETCD, ETCDCTL, EtcdCluster, free_port, start_etcd_cluster
 
@@ -215,7 +215,7 @@ def test_watch_prints_events_like_etcdctl_until_ctrl_c(etcd: EtcdCluster, lab: L
         *("DELETE", "wt/k", "b", "wt/k", ""),
         *("PUT", "wt/other", "c"),
     ]
-    labctl_cmd = [sys.executable, "-m", "kubelab.cli.labctl", "store"]
+    labctl_cmd = [sys.executable, "-m", "lab.labctl", "store"]
     with Running([*labctl_cmd, "--endpoints", lab.endpoints, *args]) as ours:
         assert ours.lines(len(expected)) == expected
     assert ours.code == 130 and "Traceback" not in ours.stderr, ours.stderr
@@ -270,7 +270,7 @@ def test_watch_carries_on_when_its_member_goes_away(tmp_path: Path) -> None:
     cluster = start_etcd_cluster(tmp_path, members=3)
     try:
         endpoints = ",".join(cluster.endpoints)
-        command = [sys.executable, "-m", "kubelab.cli.labctl", "store", "--endpoints", endpoints]
+        command = [sys.executable, "-m", "lab.labctl", "store", "--endpoints", endpoints]
         with StoreClient(cluster.endpoints[1:]) as survivors:
             start = str(survivors.status().header.revision + 1)
             with Running([*command, "watch", "failover/k", "--rev", start]) as watch:
@@ -529,7 +529,7 @@ def test_unreachable_store_names_the_endpoints_and_make_up_local(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dead = [f"http://127.0.0.1:{free_port()}" for _ in range(3)]
-    monkeypatch.setattr(labctl, "DEFAULT_ENDPOINTS", ",".join(dead))
+    monkeypatch.setattr(store, "DEFAULT_ENDPOINTS", ",".join(dead))
     assert main(["store", "get", "k"]) == 1
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("Error: no store endpoint could serve the request: ")

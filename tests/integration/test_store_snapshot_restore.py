@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from controlplane.store import labutl
-from kubelab.cli import labctl
+from lab.labctl.cli import main as labctl
 from lab.localcluster import LocalCluster
 
 
 def _labctl(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    code = labctl.main(["store", *argv])
+    code = labctl(["store", *argv])
     out, err = capsys.readouterr()
     assert code == 0, err
     return out

@@ -1,6 +1,6 @@
 """The lab's own bookkeeping, without Docker: the context merged into the user's
-kubeconfig as kind merges its own (and taken out again), the names the registry
-mirror serves, and labctl's operands."""
+kubeconfig as kind merges its own (and taken out again), and the names the registry
+mirror serves. (labctl's operands: tests/unit/test_labctl.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import yaml
 from kubelab import pki
 from kubelab.client import load_config, write_kubeconfig
 from lab import kubeconfigs
-from lab.cluster import main, operands_fit
 from lab.registry import mirror_path
 
 
@@ -76,12 +75,3 @@ def test_without_kubeconfig_it_is_home_kube_config(
 )
 def test_the_mirror_serves_docker_io_names(image: str, path: str | None) -> None:
     assert mirror_path(image) == path
-
-
-def test_labctl_operands(capsys: pytest.CaptureFixture[str]) -> None:
-    assert operands_fit("nodes", ["add"]) and operands_fit("nodes", ["remove", "worker3"])
-    assert operands_fit("load-image", ["nginx:1.21"]) and operands_fit("stop", [])
-    assert not operands_fit("nodes", ["remove"]) and not operands_fit("up", ["x"])
-    with pytest.raises(SystemExit):
-        main(["nodes", "delete", "worker1"])
-    assert "usage: labctl nodes add | remove <name>" in capsys.readouterr().err

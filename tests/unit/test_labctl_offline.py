@@ -1,7 +1,8 @@
-"""labctl imports the client library only; the offline snapshot verbs are labutl's.
+"""`labctl store` loads the client library only; the offline snapshot verbs are labutl's.
 
 etcd split etcdutl out of etcdctl so that the client need not carry the server's storage
-engine; `labctl store put` must likewise not load aiohttp, Raft or the WAL. `labctl store
+engine; `labctl store put` must likewise not load aiohttp, Raft or the WAL, nor the lab's
+modules (Docker's SDK, fabric), which only the lab's commands import. `labctl store
 snapshot status|restore` still parse their arguments and answer with the labutl command
 line that does the job.
 """
@@ -13,13 +14,15 @@ import sys
 
 import pytest
 
-from kubelab.cli.labctl import main
+from lab.labctl.cli import main
 
 
 def test_labctl_loads_the_client_library_only() -> None:
+    heavy = ("controlplane", "aiohttp", "docker", "fabric", "paramiko", "lab.cluster")
     probe = (
-        "import sys, kubelab.cli.labctl; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('controlplane', 'aiohttp')))"
+        "import sys, lab.labctl.cli; "
+        "lab.labctl.cli.build_parser(); "
+        f"print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout == "[]\n"

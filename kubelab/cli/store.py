@@ -1,9 +1,14 @@
-"""`labctl`: operate a running kubelab from the command line.
+"""`labctl store`: etcdctl for the lab's store, the store commands of `labctl`.
 
-``labctl store ...`` is etcdctl for the lab's store: etcdctl's verbs, flags, ID notation
-(hex) and output formats, so that etcd's documentation and habits carry over, and so a
-session can be compared line by line with etcdctl against a real etcd. It goes through
-`kubelab.storeclient`, i.e. the v3 JSON gateway, which both speak.
+``labctl store ...`` has etcdctl's verbs, flags, ID notation (hex) and output formats,
+so that etcd's documentation and habits carry over, and so a session can be compared
+line by line with etcdctl against a real etcd. It goes through `kubelab.storeclient`,
+i.e. the v3 JSON gateway, which both speak.
+
+The command itself is `lab.labctl`, one `labctl` over the store and the lab; this
+module, the library's part, gives it the ``store`` parser (`add_parser`, with the
+store's options from `options`) and runs the verb parsed (`run`). It imports the client
+library only, so ``labctl store put`` loads neither the store's runtime nor the lab's.
 
     labctl store put greeting hello
     labctl store get greeting -w json
@@ -803,12 +808,13 @@ Command = Callable[[Context], int]
 _TABLE_VERBS = {cmd_member_list, cmd_endpoint_status, cmd_endpoint_health, cmd_snapshot_status}
 
 
-def _global_options() -> argparse.ArgumentParser:
-    """Options accepted at every level (``labctl store -w json get k`` or ``... get k -w
-    json``). Their defaults are suppressed so a lower level never resets what a higher
-    one set; `main` fills them in."""
+def options() -> argparse.ArgumentParser:
+    """The store's options, accepted at every level (``labctl -w json store get k``,
+    ``labctl store -w json get k`` or ``... get k -w json``), as a parent parser. Their
+    defaults are suppressed so a lower level never resets what a higher one set, and so
+    that only the options given are in the parsed arguments; `run` fills in the rest."""
     common = argparse.ArgumentParser(add_help=False)
-    g = common.add_argument_group("global options")
+    g = common.add_argument_group("store options")
     s = argparse.SUPPRESS
     g.add_argument(
         "--endpoints", default=s, help=f"comma-separated store URLs (default {DEFAULT_ENDPOINTS})"
@@ -837,19 +843,14 @@ def _global_options() -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = _global_options()
-    parser = argparse.ArgumentParser(
-        prog="labctl",
-        description="Operate a running kubelab.",
-        epilog="The Docker lab: labctl up|down|status|stop|start [--config cluster.yaml], "
-        "labctl nodes add|remove <name>, labctl load-image <image>, labctl kubeconfig, "
-        "labctl ssh <node> [command] "
-        "(see `labctl up --help`).",
-        parents=[common],
-    )
-    groups = parser.add_subparsers(dest="group", required=True, metavar="GROUP")
-    store = groups.add_parser(
+def add_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> argparse.ArgumentParser:
+    """Add ``store`` and its verbs to `commands` (labctl's); `common` is `options()`.
+
+    Each verb's parser names its function (``func``), which `run` calls.
+    """
+    store = commands.add_parser(
         "store",
         parents=[common],
         help="the store (etcd's role), with etcdctl's verbs",
@@ -938,7 +939,7 @@ def build_parser() -> argparse.ArgumentParser:
     alarm = group("alarm", "alarm commands")
     verb(alarm, "list", cmd_alarm_list, "list raised alarms")
     verb(alarm, "disarm", cmd_alarm_disarm, "disarm every raised alarm")
-    return parser
+    return store
 
 
 def _context(args: argparse.Namespace) -> Context:
@@ -965,18 +966,9 @@ def _unreachable_hint(ctx: Context | None) -> str:
     return "; check --endpoints and that the store is running"
 
 
-LAB_VERBS = ("up", "down", "status", "stop", "start", "nodes", "load-image", "kubeconfig", "ssh")
-"""The Docker lab's verbs: `lab.cluster` answers them. The library never imports the lab
-tooling above it (the layers' contract), so labctl hands the whole command line over to
-`python -m lab.cluster` instead."""
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run labctl; return the exit status (0, or 1 after printing ``Error: ...``)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in LAB_VERBS:
-        os.execv(sys.executable, [sys.executable, "-m", "lab.cluster", *argv])
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Run the store verb `args` names (parsed by `add_parser`'s parsers); return the exit
+    status: 0, 1 after printing ``Error: ...``, or 130 after Ctrl-C."""
     ctx: Context | None = None
     try:
         ctx = _context(args)
@@ -999,7 +991,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ctx is not None:
             ctx.close()
     return EXIT_ERROR
-
-
-if __name__ == "__main__":
-    sys.exit(main())
