@@ -1,5 +1,6 @@
 """Benchmarks that print their figures (recorded in docs/benchmarks.md), and what they
-share: the CPU time a process has used, read from /proc."""
+share: the CPU time a process has used, read from /proc. The top layer: they may import
+the lab, the components and the library; nothing imports them."""
 
 from __future__ import annotations
 
