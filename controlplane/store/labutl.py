@@ -1,8 +1,8 @@
 """`labutl`: work on a store member's files offline, as etcdutl does for etcd.
 
 etcd split etcdutl out of etcdctl so that the client (which only speaks the network API)
-need not link the server's storage engine. kubelab splits the same way: `labctl` imports
-the client library only, and the verbs that read a snapshot file or write a member's
+need not link the server's storage engine. kubelab splits the same way: `labctl store`
+imports the client library only, and the verbs that read a snapshot file or write a member's
 data dir live here, with the store whose WAL and state machine they need.
 
     labutl snapshot status backup.snap -w table
