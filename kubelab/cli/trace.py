@@ -208,11 +208,11 @@ def _bar(offset: float, duration: float, total: float) -> Text:
     return Text(" " * begin + "█" * min(length, BAR_WIDTH - begin), style="cyan")
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="labctl trace",
-        description="An object's path through the components, from the lab's traces.",
-    )
+DESCRIPTION = "an object's path through the components, from the lab's traces"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`labctl trace`'s arguments, on its parser (labctl's subcommand, or `parse_args`')."""
     parser.add_argument("object", help="KIND/NAME, e.g. deployment/nginx")
     parser.add_argument("-n", "--namespace", default="default")
     parser.add_argument("-o", "--output", choices=("waterfall", "json"), default="waterfall")
@@ -222,12 +222,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="URL",
         help=f"the trace collector (default: ${COLLECTOR_VARIABLE} or {DEFAULT_COLLECTOR})",
     )
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="labctl trace", description=DESCRIPTION)
+    add_arguments(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None, fetch: Fetch | None = None) -> int:
-    """`labctl trace`; `fetch` replaces the collector's query API (tests)."""
-    args = parse_args(argv)
+    """`labctl trace` from its arguments alone; `fetch` replaces the collector's query API
+    (tests)."""
+    return run(parse_args(argv), fetch)
+
+
+def run(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
+    """Print the trace of the object `args` names; return the exit status."""
     try:
         kind_text, slash, name = args.object.partition("/")
         if not slash or not kind_text or not name or "/" in name:

@@ -4,6 +4,7 @@
     labctl up --config cluster.yaml        the Docker lab: up, down, status
     labctl nodes add                       a running lab: stop, start, nodes add|remove,
     labctl ssh cp1 -- uname -a             load-image, kubeconfig, ssh
+    labctl trace deployment/nginx          an object's path through the components
 
 ``store`` and its verbs are the library's (`kubelab.cli.store`, which parses and runs
 them); the lab's commands are named here, with their help and arguments, and run
@@ -30,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubelab.cli import store
+from kubelab.cli import store, trace
 from kubelab.cli.output import EXIT_ERROR, EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
@@ -94,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store.add_parser(commands, store_options).set_defaults(run=store.run)
+    text = trace.DESCRIPTION
+    traced = commands.add_parser("trace", help=text, description=text)
+    trace.add_arguments(traced)
+    traced.set_defaults(run=trace.run)
 
     def command(
         subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str

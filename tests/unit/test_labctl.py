@@ -57,9 +57,10 @@ def wide_help(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_help_lists_every_command_with_its_help(capsys: pytest.CaptureFixture[str]) -> None:
     listed = _help(capsys)
     lab = ["up", "down", "status", "stop", "start", "nodes", "load-image", "kubeconfig", "ssh"]
-    assert list(listed) == ["store", *lab]
+    assert list(listed) == ["store", "trace", *lab]
     assert all(listed.values()), listed
     assert listed["store"] == "the store (etcd's role), with etcdctl's verbs"
+    assert listed["trace"] == "an object's path through the components, from the lab's traces"
     assert _help(capsys, "nodes") == {
         "add": "start a worker and join it (the next free workerN)",
         "remove": "drain a worker (evictions), labadm reset it, delete its Node and container",
@@ -151,3 +152,13 @@ def test_a_bad_cluster_config_is_an_error_not_a_traceback(
     assert out == "" and err.startswith(f"error: cannot read the cluster config {missing}: ")
     assert main(["status", "--dir", str(tmp_path), "--name", "Not_A_Name"]) == 1
     assert "name 'Not_A_Name' must be lowercase letters" in capsys.readouterr().err
+
+
+def test_trace_is_dispatched_and_names_an_unreachable_collector(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Port 9 (discard) has no collector on it: the command says so and how to start one.
+    assert main(["trace", "deployment/nginx", "--collector", "http://127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot reach the trace collector at http://127.0.0.1:9" in err
+    assert "Traceback" not in err
