@@ -12,6 +12,8 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
     --leader-elect-retry-period    15s, 10s, 2s
     --leader-elect-resource-namespace, --leader-elect-resource-name
                                    the Lease: kube-system/kube-controller-manager
+                                   (these six: `kubelab.leaderelectionconfig`, the
+                                   scheduler's too)
     --root-ca-file FILE            the CA published as kube-root-ca.crt (default: the CA
                                    of the kubeconfig)
     --concurrent-gc-syncs N        garbage collector workers (20)
@@ -81,22 +83,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import socket
 import ssl
 import sys
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubelab.client import (
-    ClientConfig,
-    KubeconfigError,
-    RestClient,
-    leaderelection,
-    load_config,
-)
+from kubelab import leaderelectionconfig
+from kubelab.client import ClientConfig, KubeconfigError, RestClient, load_config
+from kubelab.client.leaderelection import Term
 from kubelab.flags import duration, flag_bool
 from kubelab.process import configure_logging, stop_on_signals
 from kubelab.serving import HealthServer, serving_context
@@ -125,6 +121,9 @@ from .base import Controller, ControllerContext, InformerFactory
 from .metrics import ManagerMetrics
 
 log = logging.getLogger("kubelab.controller-manager")
+
+COMPONENT = "kube-controller-manager"
+"""Its Lease's name, its user agent's first part, its serving certificate's name."""
 
 CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     garbagecollector.NAME: garbagecollector.GarbageCollector,
@@ -235,12 +234,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--kubeconfig", type=Path)
     p.add_argument("--controllers", default="*")
-    p.add_argument("--leader-elect", type=flag_bool, nargs="?", const=True, default=True)
-    p.add_argument("--leader-elect-lease-duration", type=duration, default=15.0)
-    p.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0)
-    p.add_argument("--leader-elect-retry-period", type=duration, default=2.0)
-    p.add_argument("--leader-elect-resource-namespace", default="kube-system")
-    p.add_argument("--leader-elect-resource-name", default="kube-controller-manager")
+    leaderelectionconfig.add_flags(p)
     p.add_argument("--root-ca-file", type=Path)
     p.add_argument("--concurrent-gc-syncs", type=int, default=20)
     p.add_argument("--concurrent-namespace-syncs", type=int, default=10)
@@ -365,32 +359,20 @@ class ControllerManager:
 def run_with_leader_election(
     manager: ControllerManager,
     config: ClientConfig,
-    args: argparse.Namespace,
+    election: leaderelectionconfig.LeaderElectionConfiguration,
     stop: threading.Event,
 ) -> int:
     """Campaign, lead, and campaign again after a lost lease, until `stop` is set
-    (`kubelab.client.leaderelection.campaign`); the exit status."""
-    identity = f"{socket.gethostname()}_{uuid.uuid4()}"
-    # A client of its own, whose requests time out well within the renew deadline, and
-    # whose rate limit busy controllers cannot use up.
-    with RestClient(
+    (`kubelab.leaderelectionconfig.run`); the exit status."""
+    return leaderelectionconfig.run(
+        election,
         config,
-        user_agent="kube-controller-manager/leader-election",
-        timeout=args.leader_elect_renew_deadline / 4,
-        max_retries=0,
-    ) as client:
-        return leaderelection.campaign(
-            client,
-            name=args.leader_elect_resource_name,
-            namespace=args.leader_elect_resource_namespace,
-            identity=identity,
-            new_term=lambda: leaderelection.Term(manager.run),
-            stop=stop,
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-            stop_timeout=TERM_STOP_TIMEOUT,
-        )
+        component=COMPONENT,
+        identity=leaderelectionconfig.new_identity(),
+        new_term=lambda: Term(manager.run),
+        stop=stop,
+        stop_timeout=TERM_STOP_TIMEOUT,
+    )
 
 
 def _root_ca(path: Path | None, config: ClientConfig) -> bytes:
@@ -405,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging(args.v)
     try:
+        election = leaderelectionconfig.configuration(args, COMPONENT)
         config = load_config(args.kubeconfig)
         controllers = runnable_controllers(args)
         root_ca = _root_ca(args.root_ca_file, config)
@@ -451,8 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     manager = ControllerManager(config, options, metrics)
     try:
-        if args.leader_elect:
-            status = run_with_leader_election(manager, config, args, stop)
+        if election.leader_elect:
+            status = run_with_leader_election(manager, config, election, stop)
         else:
             manager.run(stop)
             status = 0
@@ -472,7 +455,7 @@ def _serve_health(
     if args.secure_port == 0:
         return None
     context = serving_context(
-        args.tls_cert_file, args.tls_private_key_file, args.cert_dir, "kube-controller-manager"
+        args.tls_cert_file, args.tls_private_key_file, args.cert_dir, COMPONENT
     )
     server = HealthServer(
         (args.bind_address, args.secure_port),

@@ -42,19 +42,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import socket
 import ssl
 import sys
 import threading
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubelab import pki
-from kubelab.client import ClientConfig, KubeconfigError, RestClient, leaderelection, load_config
+from kubelab import leaderelectionconfig, pki
+from kubelab.client import ClientConfig, KubeconfigError, RestClient, load_config
 from kubelab.client.leaderelection import Term
-from kubelab.flags import duration, flag_bool
 from kubelab.process import configure_logging, stop_on_signals
 from kubelab.serving import HealthServer, serving_context
 
@@ -64,6 +61,9 @@ from .scheduler import Scheduler
 
 log = logging.getLogger("kubelab.scheduler")
 
+COMPONENT = "kube-scheduler"
+"""Its Lease's name, its user agent's first part, its serving certificate's name."""
+
 STOP_TIMEOUT = 30.0
 
 
@@ -71,12 +71,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="kube-scheduler", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--config", type=Path)
     p.add_argument("--kubeconfig", type=Path)
-    p.add_argument("--leader-elect", type=flag_bool, nargs="?", const=True, default=None)
-    p.add_argument("--leader-elect-lease-duration", type=duration)
-    p.add_argument("--leader-elect-renew-deadline", type=duration)
-    p.add_argument("--leader-elect-retry-period", type=duration)
-    p.add_argument("--leader-elect-resource-namespace")
-    p.add_argument("--leader-elect-resource-name")
+    leaderelectionconfig.add_flags(p)
     p.add_argument("--secure-port", type=int, default=10259)
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--tls-cert-file", type=Path)
@@ -89,35 +84,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _go_duration(value: Any, default: float) -> float:
-    """A duration from the config file ("15s"), or the default."""
-    return duration(str(value)) if value else default
-
-
 class Settings:
-    """The flags over the config file over kube-scheduler's defaults."""
+    """The flags over the config file over kube-scheduler's defaults (a ValueError
+    that names the setting if they do not fit together)."""
 
     def __init__(self, args: argparse.Namespace, config: SchedulerConfig) -> None:
-        le, cc = config.leader_election, config.client_connection
+        cc = config.client_connection
 
         def pick(flag: Any, key: str, default: Any, src: dict[str, Any]) -> Any:
             return flag if flag is not None else src.get(key, default)
 
-        self.leader_elect = bool(pick(args.leader_elect, "leaderElect", True, le))
-        self.lease_duration = args.leader_elect_lease_duration or _go_duration(
-            le.get("leaseDuration"), 15.0
-        )
-        self.renew_deadline = args.leader_elect_renew_deadline or _go_duration(
-            le.get("renewDeadline"), 10.0
-        )
-        self.retry_period = args.leader_elect_retry_period or _go_duration(
-            le.get("retryPeriod"), 2.0
-        )
-        self.lease_namespace = pick(
-            args.leader_elect_resource_namespace, "resourceNamespace", "kube-system", le
-        )
-        self.lease_name = pick(
-            args.leader_elect_resource_name, "resourceName", "kube-scheduler", le
+        self.leader_election = leaderelectionconfig.configuration(
+            args, COMPONENT, config.leader_election
         )
         kubeconfig = args.kubeconfig or cc.get("kubeconfig")
         self.kubeconfig = Path(kubeconfig) if kubeconfig else None
@@ -134,7 +112,7 @@ def serve_health(
     if args.secure_port == 0:
         return None
     context = serving_context(
-        args.tls_cert_file, args.tls_private_key_file, args.cert_dir, "kube-scheduler"
+        args.tls_cert_file, args.tls_private_key_file, args.cert_dir, COMPONENT
     )
     server = HealthServer(
         (args.bind_address, args.secure_port),
@@ -181,29 +159,16 @@ def campaign(
     stop: threading.Event,
 ) -> int:
     """Campaign, lead, and campaign again after a lost lease, until `stop` is set
-    (`kubelab.client.leaderelection.campaign`); the exit status (1 if scheduling
-    failed)."""
-    # A client of its own, whose requests time out within the renew deadline, leaving
-    # time for a second attempt: an apiserver that answers in seconds under load should
-    # not cost the lease.
-    with RestClient(
+    (`kubelab.leaderelectionconfig.run`); the exit status (1 if scheduling failed)."""
+    return leaderelectionconfig.run(
+        settings.leader_election,
         client_config,
-        user_agent="kube-scheduler/leader-election",
-        timeout=settings.renew_deadline / 2.5,
-        max_retries=0,
-    ) as election_client:
-        return leaderelection.campaign(
-            election_client,
-            name=settings.lease_name,
-            namespace=settings.lease_namespace,
-            identity=identity,
-            new_term=new_term,
-            stop=stop,
-            lease_duration=settings.lease_duration,
-            renew_deadline=settings.renew_deadline,
-            retry_period=settings.retry_period,
-            stop_timeout=STOP_TIMEOUT,
-        )
+        component=COMPONENT,
+        identity=identity,
+        new_term=new_term,
+        stop=stop,
+        stop_timeout=STOP_TIMEOUT,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load(args.config)
         settings = Settings(args, config)
         client_config = load_config(settings.kubeconfig)
-    except (ConfigError, KubeconfigError, argparse.ArgumentTypeError) as exc:
+    except (ConfigError, KubeconfigError, ValueError) as exc:
         log.error("%s", exc)
         return 2
     except OSError as exc:
@@ -228,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ssl.SSLError, pki.PKIError) as exc:
         log.error("cannot serve on %s:%d: %s", args.bind_address, args.secure_port, exc)
         return 2
-    identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+    identity = leaderelectionconfig.new_identity()
     ua = "kube-scheduler/"
     client = RestClient(
         client_config, user_agent=ua + "scheduler", qps=settings.qps, burst=settings.burst
@@ -245,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     status = 0
     try:
-        if not settings.leader_elect:
+        if not settings.leader_election.leader_elect:
             term = new_term()
             term.lead(stop)
             status = 1 if term.failed else 0

@@ -70,6 +70,24 @@ JITTER_FACTOR = 1.2
 started together spread out."""
 
 
+def check_timings(lease_duration: float, renew_deadline: float, retry_period: float) -> None:
+    """A ValueError unless the timings can keep two leaders apart (client-go's checks,
+    named as component-base's LeaderElectionConfiguration names them): a holder must
+    give up before a candidate takes over, and retry within its deadline."""
+    if min(lease_duration, renew_deadline, retry_period) <= 0:
+        raise ValueError("leaseDuration, renewDeadline and retryPeriod must be positive")
+    if lease_duration <= renew_deadline:
+        raise ValueError(
+            f"leaseDuration ({lease_duration:g}s) must be greater than renewDeadline "
+            f"({renew_deadline:g}s)"
+        )
+    if renew_deadline <= JITTER_FACTOR * retry_period:
+        raise ValueError(
+            f"renewDeadline ({renew_deadline:g}s) must be greater than {JITTER_FACTOR} * "
+            f"retryPeriod ({retry_period:g}s)"
+        )
+
+
 def _micro_time(clock: Clock) -> str:
     """A Kubernetes MicroTime: RFC 3339 with microseconds, in UTC."""
     return clock.utcnow().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -105,12 +123,7 @@ class LeaderElector:
     ) -> None:
         if not identity:
             raise ValueError("a leader election candidate needs an identity")
-        if min(lease_duration, renew_deadline, retry_period) <= 0:
-            raise ValueError("lease_duration, renew_deadline and retry_period must be positive")
-        if lease_duration <= renew_deadline:
-            raise ValueError("lease_duration must be greater than renew_deadline")
-        if renew_deadline <= JITTER_FACTOR * retry_period:
-            raise ValueError(f"renew_deadline must be greater than {JITTER_FACTOR} * retry_period")
+        check_timings(lease_duration, renew_deadline, retry_period)
         self._client = client
         self.name = name
         self.namespace = namespace

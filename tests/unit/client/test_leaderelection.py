@@ -351,8 +351,8 @@ def test_the_term_ends_when_the_leading_callback_ends(api: Cluster, outcome: str
 @pytest.mark.parametrize(
     ("timing", "message"),
     [
-        ({"lease_duration": 10, "renew_deadline": 10}, "greater than renew_deadline"),
-        ({"renew_deadline": 2, "retry_period": 2}, "greater than 1.2 \\* retry_period"),
+        ({"lease_duration": 10, "renew_deadline": 10}, "greater than renewDeadline \\(10s\\)"),
+        ({"renew_deadline": 2, "retry_period": 2}, "greater than 1.2 \\* retryPeriod \\(2s\\)"),
         ({"retry_period": 0}, "must be positive"),
     ],
 )

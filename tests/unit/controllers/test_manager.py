@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from controlplane.controllers.manager import (
+    COMPONENT,
     CONTROLLERS,
     ControllerManager,
     Options,
@@ -19,8 +20,10 @@ from controlplane.controllers.manager import (
     run_with_leader_election,
 )
 from controlplane.controllers.serviceaccounts import SERVICE_ACCOUNT_CONTROLLER
+from kubelab import leaderelectionconfig
 from kubelab.client import ClientConfig, resource_for
 from kubelab.flags import duration, flag_bool
+from kubelab.leaderelectionconfig import LeaderElectionConfiguration
 from tests.unit.client.conftest import eventually
 from tests.unit.controllers.conftest import Cluster, new_object
 
@@ -63,11 +66,32 @@ def test_flags_are_spelled_as_go_spells_them() -> None:
     assert flag_bool("true") and flag_bool("1") and not flag_bool("False")
     with pytest.raises(argparse.ArgumentTypeError):
         flag_bool("yes")
-    assert parse_args([]).leader_elect is True
-    assert parse_args(["--leader-elect"]).leader_elect is True
-    assert parse_args(["--leader-elect=false"]).leader_elect is False
+    assert election([]).leader_elect is True
+    assert election(["--leader-elect"]).leader_elect is True
+    assert election(["--leader-elect=false"]).leader_elect is False
     args = parse_args(["--leader-elect-retry-period=100ms", "--concurrent-gc-syncs", "3"])
     assert (args.leader_elect_retry_period, args.concurrent_gc_syncs) == (0.1, 3)
+
+
+def election(argv: list[str]) -> LeaderElectionConfiguration:
+    """The controller-manager's leader election as the command line sets it up."""
+    return leaderelectionconfig.configuration(parse_args(argv), COMPONENT)
+
+
+def test_leader_election_defaults_are_kubernetes() -> None:
+    assert election([]) == LeaderElectionConfiguration(
+        resource_name="kube-controller-manager",
+        leader_elect=True,
+        lease_duration=15.0,
+        renew_deadline=10.0,
+        retry_period=2.0,
+        resource_namespace="kube-system",
+    )
+    with pytest.raises(ValueError, match="leaseDuration \\(10s\\) must be greater"):
+        election(["--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=10s"])
+    assert not election(
+        ["--leader-elect=false", "--leader-elect-lease-duration=1s"]
+    ).leader_elect, "timings of an election that does not happen are not checked"
 
 
 def _holder(cluster: Cluster) -> str:
@@ -95,13 +119,13 @@ def test_only_the_leader_runs_controllers_and_a_successor_takes_over(
         qps=100.0,
         burst=100,
     )
-    args = parse_args(ELECTION)
+    elected = election(ELECTION)
     stops = [threading.Event(), threading.Event()]
     statuses: list[int] = []
     threads = [
         threading.Thread(
             target=lambda stop=stop: statuses.append(
-                run_with_leader_election(ControllerManager(config, options), config, args, stop)
+                run_with_leader_election(ControllerManager(config, options), config, elected, stop)
             ),
             daemon=True,
         )
@@ -158,7 +182,7 @@ def test_the_lease_is_released_only_after_the_terms_workers_have_stopped(
     statuses: list[int] = []
     thread = threading.Thread(
         target=lambda: statuses.append(
-            run_with_leader_election(_Scripted(config, work), config, parse_args(ELECTION), stop)
+            run_with_leader_election(_Scripted(config, work), config, election(ELECTION), stop)
         ),
         daemon=True,
     )
@@ -181,7 +205,7 @@ def test_a_term_whose_controllers_fail_ends_and_releases_the_lease(cluster: Clus
     statuses: list[int] = []
     thread = threading.Thread(
         target=lambda: statuses.append(
-            run_with_leader_election(_Scripted(config, broken), config, parse_args(ELECTION), stop)
+            run_with_leader_election(_Scripted(config, broken), config, election(ELECTION), stop)
         ),
         daemon=True,
     )

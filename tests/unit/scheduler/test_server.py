@@ -28,10 +28,10 @@ def test_flags_override_the_configuration_file(tmp_path: Path) -> None:
     )
     args = server.parse_args(["--config", str(path), "--leader-elect-lease-duration", "20s"])
     settings = server.Settings(args, load(path))
-    assert settings.lease_duration == 20.0
-    assert settings.lease_name == "from-file"
+    assert settings.leader_election.lease_duration == 20.0
+    assert settings.leader_election.resource_name == "from-file"
     assert settings.qps == 5.0
-    assert settings.renew_deadline == 10.0
+    assert settings.leader_election.renew_deadline == 10.0
 
 
 class CountingTerm(Term):
