@@ -58,8 +58,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from bench import cpu_seconds
 from kubelab.api.podscheduling import pod_requests, required_node_affinity_matches, resource_list
 from kubelab.client import RestClient, load_config, resource_for
@@ -220,11 +218,12 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def scheduler_metric(plane: LocalControlPlane, line_prefix: str) -> float:
-    r = requests.get(
-        f"https://127.0.0.1:{plane.scheduler_port}/metrics",
-        verify=str(plane.pki / "scheduler-serving" / "kube-scheduler-ca.crt"),
-        timeout=5,
-    )
+    with plane.monitoring_session() as scraper:
+        r = scraper.get(
+            f"https://127.0.0.1:{plane.scheduler_port}/metrics",
+            verify=str(plane.pki / "scheduler-serving" / "kube-scheduler-ca.crt"),
+            timeout=5,
+        )
     for line in r.text.splitlines():
         if line.startswith(line_prefix):
             return float(line.rsplit(" ", 1)[1])

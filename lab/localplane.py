@@ -55,6 +55,9 @@ CLUSTER_CIDR = "10.244.0.0/16"
 """The pods' addresses, cut into one range per node by node IPAM."""
 SCHEDULER_USER = "system:kube-scheduler"
 SCHEDULER_LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler"
+MONITORING_USER = "kubelab-monitoring"
+MONITORING = "system:monitoring"
+"""The group of `monitoring_session`'s identity: the bootstrap policy lets it get /metrics."""
 STOP_TIMEOUT = 15.0
 """Seconds a process gets to exit after SIGTERM before it is killed."""
 
@@ -149,6 +152,9 @@ class LocalControlPlane:
         if not (self.pki / "scheduler.crt").exists():
             cert = pki.issue(ca, SCHEDULER_USER, client=True)
             pki.write_pair(cert, self.pki, "scheduler")
+        if not (self.pki / "monitoring.crt").exists():
+            cert = pki.issue(ca, MONITORING_USER, organizations=[MONITORING], client=True)
+            pki.write_pair(cert, self.pki, "monitoring")
         # Rewritten every time: the port (and so the server URL) may have changed.
         self._write_kubeconfig(self.kubeconfig, "kubernetes-admin", "admin", ca)
         self._write_kubeconfig(
@@ -256,8 +262,7 @@ class LocalControlPlane:
             sys.executable,
             "-m",
             "controlplane.controllers.manager",
-            "--kubeconfig",
-            str(self.controller_manager_kubeconfig),
+            *self._component_kubeconfig_flags(self.controller_manager_kubeconfig),
             "--root-ca-file",
             str(self.pki / "ca.crt"),
             "--leader-elect=true",
@@ -278,13 +283,27 @@ class LocalControlPlane:
             *self.controller_manager_args,
         ]
 
+    def _component_kubeconfig_flags(self, kubeconfig: Path) -> list[str]:
+        """A controller-manager's or scheduler's credentials, for its work and for
+        delegating its /metrics' authentication and authorization (as labadm passes
+        them)."""
+        return [
+            "--kubeconfig",
+            str(kubeconfig),
+            "--authentication-kubeconfig",
+            str(kubeconfig),
+            "--authorization-kubeconfig",
+            str(kubeconfig),
+            "--client-ca-file",
+            str(self.pki / "ca.crt"),
+        ]
+
     def scheduler_command(self) -> list[str]:
         return [
             sys.executable,
             "-m",
             "controlplane.scheduler",
-            "--kubeconfig",
-            str(self.scheduler_kubeconfig),
+            *self._component_kubeconfig_flags(self.scheduler_kubeconfig),
             "--leader-elect=true",
             "--bind-address",
             "127.0.0.1",
@@ -357,6 +376,16 @@ class LocalControlPlane:
             log=self.scheduler_log,
             what="the scheduler",
         )
+
+    def monitoring_session(self) -> requests.Session:
+        """An HTTP session as a metrics scraper (a client certificate in the group
+        `system:monitoring`, whom the bootstrap policy lets get /metrics), for the
+        controller-manager's and the scheduler's endpoints; each request names the CA
+        of the endpoint's self-signed certificate (`verify=`)."""
+        s = requests.Session()
+        s.trust_env = False
+        s.cert = (str(self.pki / "monitoring.crt"), str(self.pki / "monitoring.key"))
+        return s
 
     def session(self) -> requests.Session:
         """An admin HTTP session (client certificate) for direct API calls."""

@@ -287,9 +287,7 @@ def _check_scope(info: RequestInfo) -> None:
 
 def _forbidden(user: UserInfo, info: RequestInfo) -> errors.StatusError:
     if not info.is_resource:
-        return errors.StatusError(
-            403, "Forbidden", f'forbidden: User "{user.name}" cannot {info.verb} path "{info.path}"'
-        )
+        return errors.forbidden_path(user.name, info.verb, info.path)
     return errors.forbidden_request(
         user.name, info.verb, info.resource, info.group, info.namespace, info.name, info.subresource
     )

@@ -421,6 +421,18 @@ _HEALTH = [
     "/livez/*",
     "/readyz/*",
 ]
+_MONITORING = [
+    "/metrics",
+    "/metrics/slis",
+    "/healthz",
+    "/livez",
+    "/readyz",
+    "/healthz/*",
+    "/livez/*",
+    "/readyz/*",
+]
+MONITORING = "system:monitoring"
+"""The group the bootstrap policy lets read every component's metrics and checks."""
 _DISCOVERY = [
     "/api",
     "/api/*",
@@ -448,6 +460,9 @@ BOOTSTRAP_POLICY: list[Object] = [
     _cluster_role("view", _view_rules()),
     _cluster_role("system:discovery", [_url_rule(_DISCOVERY, ["get"])]),
     _cluster_role("system:public-info-viewer", [_url_rule(_HEALTH, ["get"])]),
+    # Scrapers of every component's /metrics (the controller-manager's and scheduler's
+    # delegate the question here), and of the health checks one by one.
+    _cluster_role("system:monitoring", [_url_rule(_MONITORING, ["get"])]),
     _cluster_role(
         "system:basic-user",
         [
@@ -494,6 +509,9 @@ BOOTSTRAP_POLICY: list[Object] = [
             _rule(
                 ["coordination.k8s.io"], ["leases"], ["create", "get", "update", "list", "watch"]
             ),
+            # Its /metrics' callers, reviewed by delegation (kubelab.serving).
+            _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+            _rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
         ],
     ),
     _cluster_role("system:kube-controller-manager", [_rule(["*"], ["*"], ["*"])]),
@@ -527,6 +545,7 @@ BOOTSTRAP_POLICY: list[Object] = [
         "system:public-info-viewer",
         [("Group", AUTHENTICATED), ("Group", UNAUTHENTICATED)],
     ),
+    _binding("system:monitoring", "system:monitoring", [("Group", MONITORING)]),
     _binding("system:kube-scheduler", "system:kube-scheduler", [("User", "system:kube-scheduler")]),
     _binding(
         "system:kube-controller-manager",

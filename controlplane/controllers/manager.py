@@ -30,6 +30,10 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
                                    the serving certificate; without them a self-signed
                                    one is made in --cert-dir (a temporary directory if
                                    not given), as kube-controller-manager does
+    --client-ca-file, --authentication-kubeconfig, --authorization-kubeconfig,
+    --authorization-always-allow-paths
+                                   who may read /metrics: delegated to the apiserver
+                                   (these: `kubelab.serving`, the scheduler's too)
     --allocate-node-cidrs, --cluster-cidr CIDR, --node-cidr-mask-size N
                                    node IPAM (off unless allocating; /24 per node)
     --node-monitor-grace-period, --node-startup-grace-period
@@ -83,19 +87,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import ssl
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubelab import leaderelectionconfig
+from kubelab import leaderelectionconfig, serving
 from kubelab.client import ClientConfig, KubeconfigError, RestClient, load_config
 from kubelab.client.leaderelection import Term
 from kubelab.flags import duration, flag_bool
 from kubelab.process import configure_logging, stop_on_signals
-from kubelab.serving import HealthServer, serving_context
+from kubelab.serving import HealthServer
 
 from . import (
     bootstrapsigner,
@@ -245,11 +248,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--concurrent-daemonset-syncs", type=int, default=2)
     p.add_argument("--kube-api-qps", type=float, default=20.0)
     p.add_argument("--kube-api-burst", type=int, default=30)
-    p.add_argument("--secure-port", type=int, default=10257)
-    p.add_argument("--bind-address", default="0.0.0.0")
-    p.add_argument("--tls-cert-file", type=Path)
-    p.add_argument("--tls-private-key-file", type=Path)
-    p.add_argument("--cert-dir", type=Path)
+    serving.add_flags(p, secure_port=10257)
     # Node IPAM, node lifecycle, endpoints, certificates, jobs, quota.
     p.add_argument("--allocate-node-cidrs", type=flag_bool, nargs="?", const=True, default=False)
     p.add_argument("--cluster-cidr", type=nodeipam.cluster_cidr)
@@ -429,8 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics = ManagerMetrics()
     try:
         health = _serve_health(args, metrics, stop)
-    except (OSError, ssl.SSLError) as exc:
-        log.error("cannot serve on port %d: %s", args.secure_port, exc)
+    except serving.ServingError as exc:
+        log.error("%s", exc)
         return 1
     manager = ControllerManager(config, options, metrics)
     try:
@@ -449,23 +448,16 @@ def main(argv: list[str] | None = None) -> int:
 def _serve_health(
     args: argparse.Namespace, metrics: ManagerMetrics, stop: threading.Event
 ) -> HealthServer | None:
-    """The HTTPS endpoint (`--secure-port`, 0: none). Healthy while the process runs;
-    ready too, as kube-controller-manager is, whether or not it leads (a standby is
-    ready to take over), until it is stopping."""
-    if args.secure_port == 0:
-        return None
-    context = serving_context(
-        args.tls_cert_file, args.tls_private_key_file, args.cert_dir, COMPONENT
-    )
-    server = HealthServer(
-        (args.bind_address, args.secure_port),
-        context,
+    """The HTTPS endpoint (`kubelab.serving`; `--secure-port`, 0: none). Healthy while
+    the process runs; ready too, as kube-controller-manager is, whether or not it leads
+    (a standby is ready to take over), until it is stopping."""
+    return serving.serve(
+        args,
+        COMPONENT,
         metrics.registry,
         healthz={"ping": lambda: None},
         readyz={"shutdown": lambda: "stopping" if stop.is_set() else None},
     )
-    server.start()
-    return server
 
 
 if __name__ == "__main__":

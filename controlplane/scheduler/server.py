@@ -17,6 +17,10 @@ kube-scheduler's:
     --tls-cert-file, --tls-private-key-file
                                    the serving certificate; without them a self-signed
                                    one is made in --cert-dir, as kube-scheduler does
+    --client-ca-file, --authentication-kubeconfig, --authorization-kubeconfig,
+    --authorization-always-allow-paths
+                                   who may read /metrics: delegated to the apiserver
+                                   (`kubelab.serving`, as the controller-manager's)
     --kube-api-qps, --kube-api-burst
                                    the client's rate limit (50, 100)
     -v N                           4 and more: debug logs
@@ -34,26 +38,25 @@ and a new term builds a new Scheduler (informers, cache, queue): nothing of the 
 term carries over.
 
 /healthz, /readyz and /metrics are served over HTTPS by `kubelab.serving`, as the
-controller-manager's are (departure: no authentication, kube-scheduler delegates
-/metrics' authorization to the apiserver; they carry no secrets).
+controller-manager's are: /metrics to whom the apiserver authorizes (TokenReview,
+SubjectAccessReview), the health endpoints to anyone.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import ssl
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubelab import leaderelectionconfig, pki
+from kubelab import leaderelectionconfig, serving
 from kubelab.client import ClientConfig, KubeconfigError, RestClient, load_config
 from kubelab.client.leaderelection import Term
 from kubelab.process import configure_logging, stop_on_signals
-from kubelab.serving import HealthServer, serving_context
+from kubelab.serving import HealthServer
 
 from .config import ConfigError, SchedulerConfig, load
 from .metrics import Metrics
@@ -72,11 +75,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--config", type=Path)
     p.add_argument("--kubeconfig", type=Path)
     leaderelectionconfig.add_flags(p)
-    p.add_argument("--secure-port", type=int, default=10259)
-    p.add_argument("--bind-address", default="0.0.0.0")
-    p.add_argument("--tls-cert-file", type=Path)
-    p.add_argument("--tls-private-key-file", type=Path)
-    p.add_argument("--cert-dir", type=Path)
+    serving.add_flags(p, secure_port=10259)
     p.add_argument("--kube-api-qps", type=float)
     p.add_argument("--kube-api-burst", type=int)
     p.add_argument("--bind-workers", type=int, default=16, help="concurrent bindings")
@@ -109,14 +108,9 @@ def serve_health(
     """The HTTPS endpoint (`kubelab.serving`; `--secure-port`, 0: none). Healthy while
     the process runs; ready once set up (`ready`), whether or not it leads, until it is
     stopping."""
-    if args.secure_port == 0:
-        return None
-    context = serving_context(
-        args.tls_cert_file, args.tls_private_key_file, args.cert_dir, COMPONENT
-    )
-    server = HealthServer(
-        (args.bind_address, args.secure_port),
-        context,
+    return serving.serve(
+        args,
+        COMPONENT,
         metrics.registry,
         healthz={"ping": lambda: None},
         readyz={
@@ -124,8 +118,6 @@ def serve_health(
             "shutdown": lambda: "stopping" if stop.is_set() else None,
         },
     )
-    server.start()
-    return server
 
 
 def new_term_maker(
@@ -190,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     ready = threading.Event()
     try:
         health = serve_health(args, metrics, ready, stop)
-    except (OSError, ssl.SSLError, pki.PKIError) as exc:
-        log.error("cannot serve on %s:%d: %s", args.bind_address, args.secure_port, exc)
+    except serving.ServingError as exc:
+        log.error("%s", exc)
         return 2
     identity = leaderelectionconfig.new_identity()
     ua = "kube-scheduler/"

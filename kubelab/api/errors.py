@@ -237,6 +237,12 @@ def forbidden_request(
     return StatusError(403, "Forbidden", message, _details(resource, name, group))
 
 
+def forbidden_path(user: str, verb: str, path: str) -> StatusError:
+    """403 for a non-resource path (`/metrics`, `/healthz/etcd`), worded as the
+    apiserver's refusal; the Go components that delegate authorization word it alike."""
+    return StatusError(403, "Forbidden", f'forbidden: User "{user}" cannot {verb} path "{path}"')
+
+
 def method_not_allowed(message: str) -> StatusError:
     return StatusError(405, "MethodNotAllowed", message)
 

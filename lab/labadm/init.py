@@ -427,6 +427,20 @@ def apiserver_pod(data: InitData) -> dict[str, Any]:
     )
 
 
+def component_kubeconfig_flags(data: InitData, name: str) -> list[str]:
+    """The controller-manager's or scheduler's credentials, as kubeadm passes them: its
+    kubeconfig for its work and for delegating /metrics' authentication and
+    authorization to the apiserver (`kubelab.serving`), the cluster CA for client
+    certificates."""
+    conf = data.layout.on_node(data.layout.kubeconfig(name))
+    return [
+        f"--kubeconfig={conf}",
+        f"--authentication-kubeconfig={conf}",
+        f"--authorization-kubeconfig={conf}",
+        f"--client-ca-file={data.layout.on_node(data.layout.pki)}/ca.crt",
+    ]
+
+
 def controller_manager_pod(data: InitData) -> dict[str, Any]:
     p = data.layout.on_node(data.layout.pki)
     return static_pod(
@@ -434,7 +448,7 @@ def controller_manager_pod(data: InitData) -> dict[str, Any]:
         "kube-controller-manager",
         "controlplane.controllers.manager",
         [
-            f"--kubeconfig={data.layout.on_node(data.layout.kubeconfig('controller-manager'))}",
+            *component_kubeconfig_flags(data, "controller-manager"),
             f"--root-ca-file={p}/ca.crt",
             "--leader-elect=true",
             "--allocate-node-cidrs=true",
@@ -452,7 +466,7 @@ def scheduler_pod(data: InitData) -> dict[str, Any]:
         "kube-scheduler",
         "controlplane.scheduler",
         [
-            f"--kubeconfig={data.layout.on_node(data.layout.kubeconfig('scheduler'))}",
+            *component_kubeconfig_flags(data, "scheduler"),
             "--leader-elect=true",
             "--bind-address=127.0.0.1",
             f"--secure-port={SCHEDULER_PORT}",

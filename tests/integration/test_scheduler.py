@@ -259,7 +259,11 @@ def test_health_and_metrics_over_https(lab: Lab) -> None:
     ca = str(lab.plane.pki / "scheduler-serving" / "kube-scheduler-ca.crt")
     assert requests.get(base + "/healthz", verify=ca, timeout=5).text == "ok"
     assert requests.get(base + "/readyz", verify=ca, timeout=5).status_code == 200
-    metrics = requests.get(base + "/metrics", verify=ca, timeout=5).text
+    anonymous = requests.get(base + "/metrics", verify=ca, timeout=5)
+    assert anonymous.status_code == 403, "/metrics is for whom the apiserver authorizes"
+    assert 'User "system:anonymous" cannot get path "/metrics"' in anonymous.json()["message"]
+    with lab.plane.monitoring_session() as scraper:
+        metrics = scraper.get(base + "/metrics", verify=ca, timeout=5).text
     for name in (
         "scheduler_schedule_attempts_total",
         "scheduler_framework_extension_point_duration_seconds_bucket",

@@ -5,8 +5,6 @@ pod, a replacement appears". The other scenarios run in-process (`workloads.py`)
 
 from __future__ import annotations
 
-import requests
-
 from tests.integration.controlplane_fixture import Lab, lab, namespace
 from tests.integration.workloads import Kubelet, pods
 
@@ -40,8 +38,7 @@ def test_the_controller_manager_serves_health_and_metrics_over_https(lab: Lab) -
     base = f"https://127.0.0.1:{lab.plane.controller_manager_port}"
     # Self-signed: made in --cert-dir, its CA beside it.
     ca = lab.plane.dir / "controller-manager-serving" / "kube-controller-manager-ca.crt"
-    with requests.Session() as http:
-        http.trust_env = False
+    with lab.plane.monitoring_session() as http:
         for path in ("/healthz", "/readyz"):
             r = http.get(base + path, verify=str(ca), timeout=10)
             assert (r.status_code, r.text) == (200, "ok"), path
