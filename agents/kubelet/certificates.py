@@ -138,7 +138,8 @@ def request_certificate(
     stop: threading.Event | None = None,
 ) -> tuple[bytes, bytes]:
     """Ask for a client certificate for `node` with a fresh key; wait until it is signed
-    (or refused) and return (certificate PEM, key PEM)."""
+    (or refused) and return (certificate PEM, key PEM). The kubelet's bootstrap and
+    rotation use it, and `labadm join` on the kubelet's behalf."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name(
         [
@@ -194,8 +195,9 @@ def request_certificate(
         if time.monotonic() > deadline:
             raise CertificateError(
                 f"certificate signing request {name} was not signed within {timeout:.0f}s: "
-                "is the controller-manager running (csrapproving, csrsigning), or must an "
-                "administrator approve it (`kubectl certificate approve " + name + "`)?"
+                "is the controller-manager running with csrapproving and csrsigning (which "
+                "signs only with --cluster-signing-cert-file), or must an administrator "
+                "approve it (`kubectl certificate approve " + name + "`)?"
             )
         if stop is None:
             time.sleep(poll)

@@ -314,7 +314,9 @@ def _kubeconfig_phase(name: str) -> Phase[InitData]:
         # admins and the kubelet the control-plane endpoint, as kubeadm writes them.
         local = name in ("controller-manager", "scheduler")
         server = data.local_server if local else data.server
-        write_kubeconfig(data.layout, name, server, user, ca.cert_pem(), cert)
+        write_kubeconfig(
+            data.layout, name, server, user, ca.cert_pem(), cert.cert_pem(), cert.key_pem()
+        )
 
     return Phase(name, f"The kubeconfig file for {name}", run)
 

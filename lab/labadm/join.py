@@ -12,9 +12,11 @@ CertificateSigningRequest for `system:node:<name>` in `system:nodes` (signer
 (RBAC lets bootstrappers' `nodeclient` requests through) and signs; the signed
 certificate becomes the kubelet's kubeconfig and the kubelet is started.
 
-The kubelet on main cannot bootstrap itself yet (`--bootstrap-kubeconfig` is on branch
-`kubelet`), so labadm posts the request on its behalf; once that lands, this phase
-writes the bootstrap kubeconfig and lets the kubelet do it.
+The request is the kubelet's own TLS bootstrap code (`agents.kubelet.certificates`),
+run by labadm before the kubelet starts: kubelet.conf must hold the certificate itself,
+since the node agents start with a copy of it. (kubeadm instead writes
+bootstrap-kubelet.conf and waits for the kubelet to bootstrap; kubelab's kubelet can,
+with `--bootstrap-kubeconfig`, and rotates the certificate later either way.)
 """
 
 from __future__ import annotations
@@ -27,19 +29,14 @@ from dataclasses import dataclass
 import requests
 import yaml
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from agents.kubelet import certificates
 from kubelab import jws, pki
-from kubelab.client import ClientConfig, RestClient, ServerUnreachable, StatusError, resource_for
+from kubelab.client import ClientConfig, RestClient, ServerUnreachable, StatusError
 from lab.labadm import controlplane_join, tokens
 from lab.labadm.init import InitData, addons, start_kube_proxy, start_kubelet, start_network_agent
 from lab.labadm.layout import Layout, write_kubeconfig
 from lab.labadm.workflow import Phase, PhaseError, Workflow, check, say
-
-CSRS = resource_for("certificates.k8s.io/v1", "CertificateSigningRequest")
-KUBELET_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
 
 
 @dataclass
@@ -178,80 +175,34 @@ def discover(data: JoinData) -> None:
     pki.write_atomic(data.layout.pki / "ca.crt", ca_pem, 0o644)
 
 
-def csr_pem(node_name: str, key: ec.EllipticCurvePrivateKey) -> bytes:
-    subject = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
-            x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node_name}"),
-        ]
-    )
-    request = (
-        x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
-    )
-    return request.public_bytes(serialization.Encoding.PEM)
-
-
 def tls_bootstrap(data: JoinData) -> None:
-    """A client certificate for the kubelet, asked for with the bootstrap token."""
+    """A client certificate for the kubelet, asked for with the bootstrap token through
+    the kubelet's own certificate request (`agents.kubelet.certificates`)."""
     say("kubelet-start", "Requesting a client certificate for the kubelet (TLS bootstrap)")
     if data.dry_run:
         return
-    client = RestClient(
-        ClientConfig(server=data.server, ca_data=data.ca_pem, token=data.token), qps=None
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    body = {
-        "apiVersion": "certificates.k8s.io/v1",
-        "kind": "CertificateSigningRequest",
-        "metadata": {"generateName": "node-csr-"},
-        "spec": {
-            "request": base64.b64encode(csr_pem(data.node_name, key)).decode(),
-            "signerName": KUBELET_SIGNER,
-            "usages": ["digital signature", "client auth"],
-        },
-    }
-    try:
-        created = client.create(CSRS, body)
-    except StatusError as exc:
-        if exc.code == 401:
+    config = ClientConfig(server=data.server, ca_data=data.ca_pem, token=data.token)
+    with RestClient(config, qps=None) as client:
+        try:
+            cert_pem, key_pem = certificates.request_certificate(
+                client, data.node_name, timeout=data.timeout
+            )
+            data.pod_subnet = tokens.read_cluster_config(client).get("podSubnet", data.pod_subnet)
+        except StatusError as exc:
+            if exc.code != 401:
+                raise
             raise PhaseError(
                 f"the apiserver refused the bootstrap token ({exc}): it is unknown or "
                 "expired; on a control-plane node run `labadm token create "
                 "--print-join-command` and use the command it prints"
             ) from None
-        raise
-    except ServerUnreachable as exc:
-        raise PhaseError(f"cannot reach the apiserver at {data.server}: {exc}") from None
-    data.pod_subnet = tokens.read_cluster_config(client).get("podSubnet", data.pod_subnet)
-    name = created["metadata"]["name"]
-    say("kubelet-start", f"CertificateSigningRequest {name} posted; waiting for it to be signed")
-    deadline = time.monotonic() + data.timeout
-    while time.monotonic() < deadline:
-        status = client.get(CSRS, name).get("status") or {}
-        for condition in status.get("conditions") or []:
-            if condition.get("type") in ("Denied", "Failed"):
-                raise PhaseError(
-                    f"CertificateSigningRequest {name} was {condition['type'].lower()}: "
-                    f"{condition.get('message', '')}"
-                )
-        if status.get("certificate"):
-            cert = base64.b64decode(status["certificate"])
-            write_kubelet_kubeconfig(data, cert, key)
-            say("kubelet-start", f"CertificateSigningRequest {name} signed")
-            return
-        time.sleep(0.5)
-    raise PhaseError(
-        f"CertificateSigningRequest {name} was not signed within {data.timeout:.0f}s: is the "
-        "controller-manager running with --cluster-signing-cert-file? (`kubectl get csr`)"
-    )
-
-
-def write_kubelet_kubeconfig(
-    data: JoinData, cert_pem: bytes, key: ec.EllipticCurvePrivateKey
-) -> None:
-    pair = pki.CertKey(x509.load_pem_x509_certificate(cert_pem), key)
+        except ServerUnreachable as exc:
+            raise PhaseError(f"cannot reach the apiserver at {data.server}: {exc}") from None
+        except certificates.CertificateError as exc:
+            raise PhaseError(str(exc)) from None
     user = f"system:node:{data.node_name}"
-    write_kubeconfig(data.layout, "kubelet", data.server, user, data.ca_pem, pair)
+    write_kubeconfig(data.layout, "kubelet", data.server, user, data.ca_pem, cert_pem, key_pem)
+    say("kubelet-start", f"The kubelet's client certificate for {user} is signed")
 
 
 def kubelet_start(data: JoinData) -> None:

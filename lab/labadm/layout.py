@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubelab import pki
 from kubelab.client import RestClient, load_config
 from kubelab.client import write_kubeconfig as write_inline_kubeconfig
 
@@ -84,7 +83,13 @@ def admin_client(layout: Layout) -> RestClient:
 
 
 def write_kubeconfig(
-    layout: Layout, name: str, server: str, user: str, ca_pem: bytes, client: pki.CertKey
+    layout: Layout,
+    name: str,
+    server: str,
+    user: str,
+    ca_pem: bytes,
+    client_cert_pem: bytes,
+    client_key_pem: bytes,
 ) -> Path:
     """A self-contained kubeconfig under /etc/kubelab, readable by root only."""
     path = layout.kubeconfig(name)
@@ -95,8 +100,8 @@ def write_kubeconfig(
         server=server,
         ca_data=ca_pem,
         user_name=user,
-        client_cert_data=client.cert_pem(),
-        client_key_data=client.key_pem(),
+        client_cert_data=client_cert_pem,
+        client_key_data=client_key_pem,
     )
     written.chmod(0o600)
     return written

@@ -1,20 +1,29 @@
 """labadm without a cluster: the phase runner, `--dry-run` of init, tokens' form, and
-join's refusal of a CA whose hash does not match the pin."""
+join's refusal of a CA whose hash does not match the pin; join's TLS bootstrap (the
+kubelet's certificate request) against the real apiserver and CSR controllers."""
 
 from __future__ import annotations
 
 import stat
 import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from controlplane.controllers import certificates
+from controlplane.controllers.manager import ControllerManager, Options, parse_args
 from kubelab import pki
+from kubelab.client import RestClient, load_config
 from lab.labadm import tokens
 from lab.labadm.cli import main
 from lab.labadm.init import INIT, InitData
+from lab.labadm.join import JoinData, tls_bootstrap
 from lab.labadm.layout import Layout
 from lab.labadm.workflow import Phase, PhaseError, Workflow
+from lab.testenv import Environment
 
 
 def test_runner_runs_phases_in_order_skips_and_runs_one_alone() -> None:
@@ -91,3 +100,83 @@ def test_token_form_and_hash_pin() -> None:
     with pytest.raises(tokens.TokenError, match=r"\[a-z0-9\]\{6\}"):
         tokens.parse("ABC.def")
     assert pki.ca_cert_hash(pki.new_ca("x").cert).startswith("sha256:")
+
+
+# -- join's TLS bootstrap, against the real apiserver and controllers -----------------------
+
+
+@pytest.fixture
+def csr_controllers(apiserver: Environment) -> Iterator[None]:
+    """The controller-manager's csrapproving and csrsigning, in-process, signing with the
+    test cluster's CA."""
+    ca = apiserver.directory
+    args = parse_args(
+        [
+            f"--cluster-signing-cert-file={ca / 'ca.crt'}",
+            f"--cluster-signing-key-file={ca / 'ca.key'}",
+        ]
+    )
+    options = Options(
+        controllers=(certificates.APPROVING, certificates.SIGNING),
+        root_ca=b"",
+        workers={},
+        qps=100.0,
+        burst=100,
+        args=args,
+    )
+    stop = threading.Event()
+    runner = threading.Thread(
+        target=ControllerManager(apiserver.client_config(), options).run, args=(stop,), daemon=True
+    )
+    runner.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        runner.join(30)
+
+
+def join_data(apiserver: Environment, root: Path, token: str, node: str) -> JoinData:
+    """What `labadm join` knows once discovery has pinned the cluster's CA."""
+    return JoinData(
+        layout=Layout(root),
+        endpoint=apiserver.url,
+        token=token,
+        ca_cert_hashes=(),
+        node_name=node,
+        node_ip="10.0.0.9",
+        timeout=30.0,
+        ca_pem=(apiserver.directory / "ca.crt").read_bytes(),
+    )
+
+
+def test_join_gets_the_kubelet_a_certificate_with_the_bootstrap_token(
+    apiserver: Environment, csr_controllers: None, tmp_path: Path
+) -> None:
+    with RestClient(apiserver.client_config(), qps=None) as admin:
+        token = tokens.create(admin)  # what `labadm init` sets up for joining nodes
+        tokens.allow_node_bootstrap(admin)
+        tokens.upload_cluster_config(admin, {"podSubnet": "10.250.0.0/16"})
+    node = f"joiner-{uuid.uuid4().hex[:6]}"
+    data = join_data(apiserver, tmp_path, token, node)
+    tls_bootstrap(data)
+    assert data.pod_subnet == "10.250.0.0/16", "read with the token"
+    kubeconfig = tmp_path / "etc/kubelab/kubelet.conf"
+    assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600
+    with RestClient(load_config(kubeconfig), qps=None) as kubelet:
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        answer = kubelet.request(
+            "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review
+        )
+    user = answer["status"]["userInfo"]
+    assert user["username"] == f"system:node:{node}"
+    assert "system:nodes" in user["groups"]
+
+
+def test_join_with_a_token_the_apiserver_refuses_says_to_make_a_new_one(
+    apiserver: Environment, tmp_path: Path
+) -> None:
+    data = join_data(apiserver, tmp_path, "abcdef.0123456789abcdef", "refused")
+    with pytest.raises(PhaseError, match="labadm token create --print-join-command"):
+        tls_bootstrap(data)
+    assert not (tmp_path / "etc/kubelab/kubelet.conf").exists()
