@@ -41,7 +41,6 @@ log = logging.getLogger("lab.nodes")
 
 LAB_LABEL = "org.kubelab.lab"
 ROLE_LABEL = "org.kubelab.role"
-DEFAULT_SUBNET = "10.244.0.0/16"
 # A pull of docker.io/... would wait on lookups Docker's embedded DNS cannot answer on an
 # internal network; mapped to the node itself, it fails at once or goes to the mirror.
 DOCKER_IO_NAMES = ("docker.io", "index.docker.io", "registry-1.docker.io", "auth.docker.io")

@@ -57,28 +57,6 @@ class CertificateError(Exception):
     """The kubelet could not get a client certificate; the message says why and what to do."""
 
 
-def _pem_parts(pem: bytes) -> tuple[bytes, bytes]:
-    """Split one PEM file holding a certificate and a key into (certificate, key)."""
-    marker = b"-----BEGIN"
-    blocks = [marker + b for b in pem.split(marker)[1:]]
-    certs = b"".join(b for b in blocks if b.startswith(b"-----BEGIN CERTIFICATE"))
-    keys = b"".join(b for b in blocks if b"PRIVATE KEY" in b.split(b"\n", 1)[0])
-    return certs, keys
-
-
-def current_pair(cert_dir: Path) -> tuple[bytes, bytes, x509.Certificate] | None:
-    """The stored certificate and key, if there are some still valid for a while."""
-    path = cert_dir / CURRENT
-    try:
-        cert_pem, key_pem = _pem_parts(path.read_bytes())
-        cert = x509.load_pem_x509_certificate(cert_pem)
-    except (OSError, ValueError):
-        return None
-    if not key_pem or cert.not_valid_after_utc <= datetime.datetime.now(datetime.UTC):
-        return None
-    return cert_pem, key_pem, cert
-
-
 def store_pair(cert_dir: Path, cert_pem: bytes, key_pem: bytes) -> Path:
     """Write `kubelet-client-<time>.pem` (0600) and point `kubelet-client-current.pem` at
     it atomically: a reader sees the old pair or the new one, never half of each."""

@@ -67,11 +67,6 @@ log = logging.getLogger("kubelab.kubelet.pods")
 PODS = resource_for("v1", "Pod")
 CONFIGMAPS = resource_for("v1", "ConfigMap")
 SECRETS = resource_for("v1", "Secret")
-PROBE_NAMES = {
-    "startupProbe": "Startup",
-    "livenessProbe": "Liveness",
-    "readinessProbe": "Readiness",
-}
 Object = dict[str, Any]
 MIRROR = "kubernetes.io/config.mirror"
 CONFIG_SOURCE = "kubernetes.io/config.source"

@@ -41,7 +41,6 @@ from __future__ import annotations
 import copy
 import datetime
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 from kubelab.api import podutil
@@ -113,16 +112,6 @@ def pod_outcome(pod: Object) -> str:
     if phase == "Failed" or podutil.terminating(pod):
         return "failed"
     return ""
-
-
-@dataclass
-class Counts:
-    """What the pods of a Job and its status add up to."""
-
-    active: list[Object] = field(default_factory=list)
-    succeeded: int = 0
-    failed: int = 0
-    ready: int = 0
 
 
 def pod_failure_backoff(failures: int, base: float) -> float:

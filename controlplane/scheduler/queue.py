@@ -317,7 +317,3 @@ class SchedulingQueue:
                 "unschedulable": len(self._unschedulable),
                 "in_flight": len(self._in_flight),
             }
-
-    def unschedulable_keys(self) -> list[str]:
-        with self._cond:
-            return list(self._unschedulable)

@@ -29,7 +29,6 @@ POD_NAME = "io.kubernetes.pod.name"
 POD_NAMESPACE = "io.kubernetes.pod.namespace"
 POD_UID = "io.kubernetes.pod.uid"
 CONTAINER_NAME = "io.kubernetes.container.name"
-RESTART_COUNT = "io.kubernetes.container.restartCount"
 NODE = "kubelab.io/node"
 """The kubelet (node name) that owns the object."""
 

@@ -110,9 +110,6 @@ class Snapshot:
         return self.metadata.index == 0
 
 
-EMPTY_SNAPSHOT = Snapshot()
-
-
 @dataclass(frozen=True, slots=True)
 class Message:
     type: MessageType
@@ -220,14 +217,3 @@ class Ready:
         """Whether step 1 has anything to write: a Ready of heartbeats and their
         answers alone has not."""
         return bool(self.hard_state is not None or self.entries or self.snapshot is not None)
-
-    def contains_updates(self) -> bool:
-        return bool(
-            self.soft_state is not None
-            or self.hard_state is not None
-            or self.read_states
-            or self.entries
-            or self.snapshot is not None
-            or self.committed_entries
-            or self.messages
-        )
