@@ -12,7 +12,9 @@ Who is calling (`Delegation.authenticate`), first match wins:
    TokenReview (`authentication.k8s.io/v1`): the user and groups it answers, or
    nobody (401) if it does not vouch for the token or cannot be asked;
 3. neither: `system:anonymous` in `system:unauthenticated`, whom authorization then
-   judges like anyone else (Kubernetes answers an anonymous /metrics 403, not 401).
+   judges like anyone else (Kubernetes answers an anonymous /metrics 403, not 401);
+   or nobody (401) where anonymous requests are off (the kubelet's
+   `--anonymous-auth=false`, as kubeadm runs it).
 
 May they (`Delegation.authorize`): a SubjectAccessReview (`authorization.k8s.io/v1`)
 for the user, their groups and the request's attributes (a non-resource path such as
@@ -95,8 +97,9 @@ class Delegation:
     """The caller's identity and rights, asked of the apiserver (module docstring).
 
     `authentication` is the client TokenReviews go through (None: bearer tokens are not
-    looked at, a caller without a certificate is anonymous); `authorization` the one
-    for SubjectAccessReviews (None: every review is refused). They may be one client.
+    looked at); `authorization` the one for SubjectAccessReviews (None: every review is
+    refused). They may be one client. `anonymous`: whether a caller with neither a
+    certificate nor a reviewed token is `system:anonymous` (else nobody).
     """
 
     def __init__(
@@ -105,9 +108,11 @@ class Delegation:
         authorization: RestClient | None,
         *,
         ttl: float = TTL,
+        anonymous: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._authentication = authentication
+        self._anonymous = ANONYMOUS if anonymous else None
         self._authorization = authorization
         self._tokens = _Cache(ttl, clock)
         self._decisions = _Cache(ttl, clock)
@@ -119,7 +124,7 @@ class Delegation:
             return user_of_certificate(peer)
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip() or self._authentication is None:
-            return ANONYMOUS
+            return self._anonymous
         digest = hashlib.sha256(token.strip().encode()).digest()
         try:
             user: User | None = self._tokens.get(digest, lambda: self._review_token(token))

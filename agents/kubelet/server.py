@@ -24,8 +24,9 @@ in one SSL object; the race is what once failed a TLS exchange with UNEXPECTED_M
 Every request is authenticated, none is anonymous: a client certificate signed by the
 cluster CA (the apiserver's kubelet-client certificate), or a bearer token the apiserver
 vouches for (TokenReview); then authorized by a SubjectAccessReview for `nodes/<sub>` of
-this node (proxy, log, stats, metrics), as the kubelet's webhook authorizer does.
-Decisions are cached for a minute.
+this node (proxy, log, stats, metrics), as the kubelet's webhook authorizer does
+(`kubelab.delegatedauth`, which the control plane's components use too). Answers are
+cached for a minute.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ from agents.kubelet.streaming import (
     WebSocketTunnel,
     exit_status,
 )
-from kubelab.api.errors import StatusError
-from kubelab.client import RestClient, ServerUnreachable
+from kubelab.client import RestClient
+from kubelab.delegatedauth import Delegation, User
 
 log = logging.getLogger("kubelab.kubelet.server")
 
@@ -86,71 +87,23 @@ def _subresource(path: str) -> str:
 
 
 class Authorizer:
-    """Who is calling, and may they (module docstring)."""
+    """Who is calling, and may they (module docstring): `kubelab.delegatedauth`'s
+    reviews, with no anonymous callers (kubeadm runs kubelets with
+    --anonymous-auth=false) and a request's path mapped to `nodes/<sub>` of this node."""
 
     def __init__(self, client: RestClient, node: str) -> None:
-        self.client = client
         self.node = node
-        self._cache: dict[tuple[Any, ...], tuple[bool, float]] = {}
-        self._lock = threading.Lock()
+        self.delegation = Delegation(client, client, ttl=DECISION_TTL, anonymous=False)
 
-    def _cached(self, key: tuple[Any, ...], decide: Callable[[], bool]) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit and hit[1] > now:
-            return hit[0]
-        try:
-            allowed = decide()
-        except (StatusError, ServerUnreachable) as exc:
-            log.warning("kubelet %s: cannot check a caller with the apiserver: %s", self.node, exc)
-            return False
-        with self._lock:
-            self._cache[key] = (allowed, now + DECISION_TTL)
-        return allowed
-
-    def user_of_token(self, token: str) -> tuple[str, list[str]] | None:
-        review = self.client.request(
-            "POST",
-            "/apis/authentication.k8s.io/v1/tokenreviews",
-            body={
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenReview",
-                "spec": {"token": token},
-            },
-        )
-        status = review.get("status") or {}
-        if not status.get("authenticated"):
-            return None
-        user = status.get("user") or {}
-        return str(user.get("username", "")), list(user.get("groups") or [])
-
-    def allowed(self, user: str, groups: list[str], method: str, path: str) -> bool:
-        sub = _subresource(path)
+    def allowed(self, user: User, method: str, path: str) -> bool:
         verb = "get" if method in ("GET", "HEAD") else "create"
-
-        def review() -> bool:
-            answer = self.client.request(
-                "POST",
-                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                body={
-                    "apiVersion": "authorization.k8s.io/v1",
-                    "kind": "SubjectAccessReview",
-                    "spec": {
-                        "user": user,
-                        "groups": groups,
-                        "resourceAttributes": {
-                            "verb": verb,
-                            "resource": "nodes",
-                            "subresource": sub,
-                            "name": self.node,
-                        },
-                    },
-                },
-            )
-            return bool((answer.get("status") or {}).get("allowed"))
-
-        return self._cached((user, tuple(groups), verb, sub), review)
+        attributes = {
+            "verb": verb,
+            "resource": "nodes",
+            "subresource": _subresource(path),
+            "name": self.node,
+        }
+        return self.delegation.authorize(user, {"resourceAttributes": attributes})
 
 
 class StatsCollector:
@@ -284,20 +237,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _caller(self) -> tuple[str, list[str]] | None:
-        cert = self.connection.getpeercert()
-        if cert:
-            subject = [x[0] for x in cert.get("subject", ())]
-            cn = next((v for k, v in subject if k == "commonName"), "")
-            groups = [v for k, v in subject if k == "organizationName"]
-            return cn, groups
-        auth = self.headers.get("Authorization", "")
-        if auth.startswith("Bearer "):
-            try:
-                return self.server.authorizer.user_of_token(auth[7:].strip())
-            except (StatusError, ServerUnreachable):
-                return None
-        return None
+    def _caller(self) -> User | None:
+        """Who sends the request (`Delegation.authenticate`); None: nobody (401)."""
+        return self.server.authorizer.delegation.authenticate(
+            self.connection.getpeercert(), self.headers.get("Authorization", "")
+        )
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -311,12 +255,11 @@ class _Handler(BaseHTTPRequestHandler):
         if caller is None:
             self._error(401, "Unauthorized")
             return
-        user, groups = caller
-        if not self.server.authorizer.allowed(user, groups, method, url.path):
+        if not self.server.authorizer.allowed(caller, method, url.path):
             sub = _subresource(url.path)
             self._error(
                 403,
-                f"Forbidden (user={user}, verb={method.lower()}, resource=nodes, "
+                f"Forbidden (user={caller.name}, verb={method.lower()}, resource=nodes, "
                 f"subresource={sub})",
             )
             return

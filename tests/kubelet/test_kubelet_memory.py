@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from agents.kubelet.kubelet import Kubelet
 from agents.kubelet.machine import FixedMachine, Pressure
 from agents.kubelet.runtime import POD_NAME, ExecResult, RuntimeFailure, State
 from agents.kubelet.runtime.memory import MemoryRuntime
+from kubelab import pki
 from kubelab.api.errors import StatusError
 from kubelab.api.quantity import parse_quantity
 from kubelab.client import resource_for
@@ -554,4 +556,56 @@ def test_a_node_is_not_ready_while_its_engine_does_not_answer(
         until(lambda: ready()["status"] == "True", "the node Ready again")
     finally:
         k.stop()
+        cluster.delete_node(node)
+
+
+def test_the_kubelet_server_serves_only_whom_the_apiserver_authorizes(
+    cluster: Cluster, node: str, runtime: MemoryRuntime, tmp_path: Path
+) -> None:
+    """No anonymous callers (401), unknown tokens (401); a caller the apiserver
+    authenticates needs `nodes/<sub>` of this node (403 without it)."""
+    ca = pki.load_pair(cluster.pki_dir, "ca")
+    serving = pki.issue(ca, node, server=True, ip_addresses=["127.0.0.1"])
+    cert_file, key_file = pki.write_pair(serving, tmp_path, "kubelet")
+    context = pki.server_ssl_context(cluster.ca_file, cert_file, key_file, False)
+    kubelet = Kubelet(
+        fast_config(node, tmp_path, address="127.0.0.1"),
+        node_client(cluster, node),
+        runtime,
+        FixedMachine(),
+        serving=context,
+    )
+    kubelet.start()
+    try:
+        base = f"https://127.0.0.1:{kubelet.config.port}"
+
+        def get(path: str, token: str = "", user: str = "") -> requests.Response:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            cert = None
+            if user:
+                pair = pki.issue(ca, user, organizations=["system:masters"], client=True)
+                cert = tuple(str(p) for p in pki.write_pair(pair, tmp_path, "caller"))
+            return requests.get(
+                base + path, headers=headers, cert=cert, verify=str(cluster.ca_file), timeout=10
+            )
+
+        assert get("/healthz").status_code == 401
+        assert get("/healthz", token="not-a-token").status_code == 401
+        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": node}}
+        cluster.admin.create(resource_for("v1", "ServiceAccount"), account, "default")
+        token = cluster.admin.request(
+            "POST",
+            f"/api/v1/namespaces/default/serviceaccounts/{node}/token",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        )["status"]["token"]
+        refused = get("/metrics", token=token)
+        assert refused.status_code == 403
+        assert refused.text == (
+            f"Forbidden (user=system:serviceaccount:default:{node}, verb=get, "
+            "resource=nodes, subresource=metrics)\n"
+        )
+        allowed = get("/healthz", user="kubernetes-admin")
+        assert (allowed.status_code, allowed.text) == (200, "ok")
+    finally:
+        kubelet.stop()
         cluster.delete_node(node)
