@@ -29,34 +29,30 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from controlplane.store import gateway, mvcc
 from controlplane.store.watch import WatchBatch, Watcher, WatchHub
 from kubelab import storeclient
 from kubelab.storeclient import (
-    Bytesish,
-    Compare,
     Delete,
     DeleteResult,
     Get,
     GrpcCode,
-    Op,
+    KVStore,
     Put,
     PutResult,
     RangeResult,
     Response,
-    SortOrder,
-    SortTarget,
     Txn,
     TxnResult,
     Unavailable,
+    WatchCreate,
     WatchResponse,
+    WatchStream,
 )
 from kubelab.storeclient.errors import error_from
-from kubelab.storeclient.wire import as_bytes, key_range
 
 _T = TypeVar("_T")
 
@@ -64,8 +60,8 @@ _T = TypeVar("_T")
 PROGRESS_INTERVAL = 600.0
 
 
-class MemStore:
-    """One in-memory store member: `KVStore`'s calls plus put, delete and compact.
+class MemStore(KVStore):
+    """One in-memory store member serving `KVStore`'s calls.
 
     `close` ends it: open watches raise `Unavailable` (as when a member goes away) and
     later calls fail with `Unavailable`.
@@ -124,26 +120,6 @@ class MemStore:
 
     # -- KV ------------------------------------------------------------------------------
 
-    def get(
-        self,
-        key: Bytesish,
-        range_end: Bytesish = b"",
-        *,
-        prefix: bool = False,
-        limit: int = 0,
-        revision: int = 0,
-        keys_only: bool = False,
-        count_only: bool = False,
-        serializable: bool = False,
-        sort_order: SortOrder | None = None,
-        sort_target: SortTarget | None = None,
-    ) -> RangeResult:
-        k, end = key_range(key, range_end, prefix)
-        request = Get(
-            k, end, limit, revision, keys_only, count_only, serializable, sort_order, sort_target
-        )
-        return self.range(request)
-
     def range(self, request: Get) -> RangeResult:
         def serve() -> dict[str, Any]:
             req, _ = gateway.range_request(request.body())
@@ -153,44 +129,23 @@ class MemStore:
 
         return RangeResult.parse(self._call(serve))
 
-    def put(
-        self, key: Bytesish, value: Bytesish, lease: int = 0, prev_kv: bool = False
-    ) -> PutResult:
-        body = Put(as_bytes(key), as_bytes(value), lease, prev_kv).body()
-
+    def _put(self, request: Put) -> PutResult:
         def serve() -> dict[str, Any]:
-            resp = self._apply(gateway.put_request(body))
+            resp = self._apply(gateway.put_request(request.body()))
             return {"header": self._header(resp.revision), **gateway.put_json(resp)}
 
         return PutResult.parse(self._call(serve))
 
-    def delete(
-        self,
-        key: Bytesish,
-        range_end: Bytesish = b"",
-        *,
-        prefix: bool = False,
-        prev_kv: bool = False,
-    ) -> DeleteResult:
-        k, end = key_range(key, range_end, prefix)
-        body = Delete(k, end, prev_kv).body()
-
+    def _delete_range(self, request: Delete) -> DeleteResult:
         def serve() -> dict[str, Any]:
-            resp = self._apply(gateway.delete_request(body))
+            resp = self._apply(gateway.delete_request(request.body()))
             return {"header": self._header(resp.revision), **gateway.delete_json(resp)}
 
         return DeleteResult.parse(self._call(serve))
 
-    def txn(
-        self,
-        compare: Sequence[Compare],
-        success: Sequence[Op] = (),
-        failure: Sequence[Op] = (),
-    ) -> TxnResult:
-        body = Txn(compare, success, failure).body()
-
+    def _txn(self, request: Txn) -> TxnResult:
         def serve() -> dict[str, Any]:
-            req = gateway.txn_request(body)
+            req = gateway.txn_request(request.body())
             resp = self._mvcc.read_txn(req) if mvcc.is_read_only(req) else self._apply(req)
             return gateway.txn_json(resp, self._header(resp.revision), req)
 
@@ -209,26 +164,16 @@ class MemStore:
 
     # -- watch ---------------------------------------------------------------------------
 
-    def watch(
-        self,
-        key: Bytesish,
-        range_end: Bytesish = b"",
-        *,
-        prefix: bool = False,
-        start_revision: int = 0,
-        prev_kv: bool = False,
-        progress_notify: bool = False,
-    ) -> MemWatch:
-        """Watch `key` (or a range or prefix) from `start_revision` (0: from now on)."""
-        k, end = key_range(key, range_end, prefix)
-
+    def _watch(self, request: WatchCreate) -> MemWatch:
         def create() -> tuple[Watcher, int, dict[str, Any]]:
             created_at = self._mvcc.revision
-            w = self._hub.create(k, end, start_revision, prev_kv=prev_kv)
+            w = self._hub.create(
+                request.key, request.range_end, request.start_revision, prev_kv=request.prev_kv
+            )
             return w, created_at, {"header": self._header(), "created": True}
 
         w, created_at, first = self._call(create)
-        timeout = self.progress_interval if progress_notify else None
+        timeout = self.progress_interval if request.progress_notify else None
         return MemWatch(self, w, created_at, timeout, WatchResponse.parse(first))
 
     def _next_batch(self, w: Watcher, timeout: float | None) -> WatchBatch | None:
@@ -265,21 +210,9 @@ class MemStore:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class MemWatch:
-    """An open watch on a `MemStore` (`kvstore.WatchStream`), frame by frame as the
-    store's server sends them; `close` cancels it from any thread."""
+class MemWatch(WatchStream):
+    """An open watch on a `MemStore`, frame by frame as the store's server sends them."""
 
     def __init__(
         self,
@@ -296,9 +229,6 @@ class MemWatch:
         self._first: WatchResponse | None = first
         self._closed = False
         self._done = False
-
-    def __iter__(self) -> Iterator[WatchResponse]:
-        return self
 
     def __next__(self) -> WatchResponse:
         if self._first is not None:
@@ -324,14 +254,3 @@ class MemWatch:
         if not self._closed:
             self._closed = True
             self._store._cancel(self._watcher)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -31,7 +31,7 @@ from kubelab import fastjson, storeclient
 from kubelab.api import errors, resources
 from kubelab.api.conversion import VIEWS
 from kubelab.api.resources import RESOURCES, Resource
-from kubelab.kvstore import KVStore
+from kubelab.storeclient import KVStore
 
 from . import apiservices, authz, kubelet
 from .admission import SYSTEM_NAMESPACES, Chain

@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubelab import fastjson, storeclient
-from kubelab.kvstore import KVStore
-from kubelab.storeclient import Compare, Delete, Get, Put, TxnResult
+from kubelab.storeclient import Compare, Delete, Get, KVStore, Put, TxnResult
 
 log = logging.getLogger("kubelab.apiserver.storage")
 

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from kubelab import fastjson, storeclient
 from kubelab.api.resources import RESOURCES, Resource
 from kubelab.api.selectors import field_value
-from kubelab.kvstore import WatchStream
+from kubelab.storeclient import WatchStream
 
 from .storage import Object, Storage, decode
 

@@ -1,7 +1,8 @@
 """A typed, synchronous client for etcd's v3 JSON gateway.
 
 The package's modules, bottom up: `errors` (gRPC codes and their exceptions), `wire`
-(typed results and requests), `http` (kept-alive connections for unary calls), `streams`
+(typed results and requests), `kvstore` (`KVStore` and `WatchStream`, the interface the
+apiserver is written against), `http` (kept-alive connections for unary calls), `streams`
 (watch, keep-alive and snapshot streams) and `client` (`StoreClient`). Callers use the
 names re-exported here: ``from kubelab.storeclient import StoreClient``.
 
@@ -65,6 +66,10 @@ from kubelab.storeclient.errors import (
     Unreachable,
     error_from,
 )
+from kubelab.storeclient.kvstore import (
+    KVStore,
+    WatchStream,
+)
 from kubelab.storeclient.streams import (
     Watch,
 )
@@ -100,6 +105,7 @@ from kubelab.storeclient.wire import (
     Status,
     Txn,
     TxnResult,
+    WatchCreate,
     WatchResponse,
     prefix_end,
 )
@@ -124,6 +130,7 @@ __all__ = [
     "Health",
     "Internal",
     "InvalidArgument",
+    "KVStore",
     "KeyValue",
     "LeaseGrant",
     "LeaseKeepAlive",
@@ -154,7 +161,9 @@ __all__ = [
     "Unimplemented",
     "Unreachable",
     "Watch",
+    "WatchCreate",
     "WatchResponse",
+    "WatchStream",
     "error_from",
     "prefix_end",
 ]

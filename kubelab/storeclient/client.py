@@ -9,7 +9,6 @@ import os
 import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -26,12 +25,11 @@ from kubelab.storeclient.errors import (
     error_from_body,
 )
 from kubelab.storeclient.http import describe_failure
+from kubelab.storeclient.kvstore import KVStore
 from kubelab.storeclient.streams import Stream, Watch
 from kubelab.storeclient.wire import (
     Alarm,
     AlarmResult,
-    Bytesish,
-    Compare,
     Delete,
     DeleteResult,
     Get,
@@ -43,20 +41,15 @@ from kubelab.storeclient.wire import (
     LeaseTimeToLive,
     MemberAddResult,
     MemberList,
-    Op,
     Put,
     PutResult,
     RangeResult,
     Response,
     SnapshotSaved,
-    SortOrder,
-    SortTarget,
     Status,
     Txn,
     TxnResult,
-    as_bytes,
-    b64,
-    key_range,
+    WatchCreate,
     set_field,
     unb64,
 )
@@ -76,8 +69,9 @@ _T = TypeVar("_T")
 _SNAPSHOT_CHUNK_TIMEOUT = 60.0  # a member may take a while to start streaming a big DB
 
 
-class StoreClient:
-    """A client of one store cluster, reached through any of `endpoints`.
+class StoreClient(KVStore):
+    """A client of one store cluster, reached through any of `endpoints`: `KVStore`'s
+    calls, and leases, membership and maintenance.
 
     Endpoints are URLs (``http://127.0.0.1:2379``, ``https://...``). With `ca_file` the
     server's certificate is checked against that CA (else against the system's); with
@@ -118,17 +112,6 @@ class StoreClient:
         for pool in self._pools.values():
             pool.close()
         self._pools.clear()
-
-    def __enter__(self) -> StoreClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -250,69 +233,20 @@ class StoreClient:
 
     # -- KV ------------------------------------------------------------------------------
 
-    def put(
-        self, key: Bytesish, value: Bytesish, lease: int = 0, prev_kv: bool = False
-    ) -> PutResult:
-        body = Put(as_bytes(key), as_bytes(value), lease, prev_kv).body()
-        return PutResult.parse(self._post("/v3/kv/put", body, idempotent=False))
-
-    def get(
-        self,
-        key: Bytesish,
-        range_end: Bytesish = b"",
-        *,
-        prefix: bool = False,
-        limit: int = 0,
-        revision: int = 0,
-        keys_only: bool = False,
-        count_only: bool = False,
-        serializable: bool = False,
-        sort_order: SortOrder | None = None,
-        sort_target: SortTarget | None = None,
-    ) -> RangeResult:
-        """Read `key`, or the keys in [key, range_end), or those starting with `key`."""
-        k, end = key_range(key, range_end, prefix)
-        return self.range(
-            Get(
-                k,
-                end,
-                limit,
-                revision,
-                keys_only,
-                count_only,
-                serializable,
-                sort_order,
-                sort_target,
-            )
-        )
-
     def range(self, request: Get) -> RangeResult:
-        """Run a prepared `Get` (as built for a txn) on its own."""
         return RangeResult.parse(self._post("/v3/kv/range", request.body(), idempotent=True))
 
-    def delete(
-        self,
-        key: Bytesish,
-        range_end: Bytesish = b"",
-        *,
-        prefix: bool = False,
-        prev_kv: bool = False,
-    ) -> DeleteResult:
-        k, end = key_range(key, range_end, prefix)
-        body = Delete(k, end, prev_kv).body()
+    def _put(self, request: Put) -> PutResult:
+        return PutResult.parse(self._post("/v3/kv/put", request.body(), idempotent=False))
+
+    def _delete_range(self, request: Delete) -> DeleteResult:
+        body = request.body()
         return DeleteResult.parse(self._post("/v3/kv/deleterange", body, idempotent=False))
 
-    def txn(
-        self,
-        compare: Sequence[Compare],
-        success: Sequence[Op] = (),
-        failure: Sequence[Op] = (),
-    ) -> TxnResult:
-        body = Txn(compare, success, failure).body()
-        return TxnResult.parse(self._post("/v3/kv/txn", body, idempotent=False))
+    def _txn(self, request: Txn) -> TxnResult:
+        return TxnResult.parse(self._post("/v3/kv/txn", request.body(), idempotent=False))
 
     def compact(self, revision: int, physical: bool = False) -> Response:
-        """Discard history before `revision`; with `physical`, return once it is purged."""
         body: dict[str, Any] = {"revision": str(revision)}
         set_field(body, "physical", physical)
         d = self._post("/v3/kv/compaction", body, idempotent=False)
@@ -448,25 +382,6 @@ class StoreClient:
 
     # -- watch ---------------------------------------------------------------------------
 
-    def watch(
-        self,
-        key: Bytesish,
-        range_end: Bytesish = b"",
-        *,
-        prefix: bool = False,
-        start_revision: int = 0,
-        prev_kv: bool = False,
-        progress_notify: bool = False,
-    ) -> Watch:
-        """Watch `key` (or a range or prefix) from `start_revision` (0: from now on).
-
-        The stream is open when this returns; its first frame has ``created``. Close the
-        returned `Watch` (or use it as a context manager) to cancel.
-        """
-        k, end = key_range(key, range_end, prefix)
-        create: dict[str, Any] = {"key": b64(k)}
-        set_field(create, "range_end", end, b64(end))
-        set_field(create, "start_revision", start_revision, str(start_revision))
-        set_field(create, "prev_kv", prev_kv)
-        set_field(create, "progress_notify", progress_notify)
-        return Watch(self._stream("/v3/watch", {"create_request": create}, None))
+    def _watch(self, request: WatchCreate) -> Watch:
+        body = {"create_request": request.body()}
+        return Watch(self._stream("/v3/watch", body, None))

@@ -10,7 +10,6 @@ import http.client
 import socket
 import threading
 from collections.abc import Iterator
-from types import TracebackType
 from typing import Any
 
 from kubelab import fastjson
@@ -21,6 +20,7 @@ from kubelab.storeclient.errors import (
     error_from_body,
 )
 from kubelab.storeclient.http import describe_failure
+from kubelab.storeclient.kvstore import WatchStream
 from kubelab.storeclient.wire import WatchResponse
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
@@ -130,14 +130,9 @@ class Stream:
                 self._conn.close()
 
 
-class Watch:
-    """An open watch: iterate it for `WatchResponse` frames; `close` cancels it.
-
-    `close` may be called from another thread while one is blocked waiting for events;
-    iteration then simply stops. Iteration also stops after a canceled response (e.g. a
-    compacted start revision). If the member goes away mid-stream, iteration raises
-    `Unavailable`: re-watch from the last revision seen plus one.
-    """
+class Watch(WatchStream):
+    """An open watch on one member's gateway (`WatchStream`'s contract): its frames are
+    the stream's; the member ending the stream is `Unavailable`."""
 
     def __init__(self, stream: Stream) -> None:
         self._stream = stream
@@ -147,9 +142,6 @@ class Watch:
     @property
     def endpoint(self) -> str:
         return self._stream.endpoint
-
-    def __iter__(self) -> Iterator[WatchResponse]:
-        return self
 
     def __next__(self) -> WatchResponse:
         if self._done:
@@ -168,14 +160,3 @@ class Watch:
     def close(self) -> None:
         self._done = True
         self._stream.close()
-
-    def __enter__(self) -> Watch:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

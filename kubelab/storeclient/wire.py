@@ -1,6 +1,7 @@
 """The gateway's wire types: typed results parsed from its JSON (base64 keys and values,
 64-bit integers as decimal strings, fields at their proto3 default left out), and the
-requests (`Put`, `Get`, `Delete`, `Compare`, `Txn`) that render the JSON bodies.
+requests (`Put`, `Get`, `Delete`, `Compare`, `Txn`, `WatchCreate`) that render the JSON
+bodies.
 """
 
 from __future__ import annotations
@@ -511,3 +512,24 @@ class Txn:
 
 
 Op = Put | Get | Delete | Txn
+
+
+@dataclass(frozen=True)
+class WatchCreate:
+    """A watch's create request: `key` (or [key, range_end)) from `start_revision` (0:
+    from now on), with each event's previous value if `prev_kv`, and progress
+    notifications while quiet if `progress_notify`."""
+
+    key: bytes
+    range_end: bytes = b""
+    start_revision: int = 0
+    prev_kv: bool = False
+    progress_notify: bool = False
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": b64(self.key)}
+        set_field(out, "range_end", self.range_end, b64(self.range_end))
+        set_field(out, "start_revision", self.start_revision, str(self.start_revision))
+        set_field(out, "prev_kv", self.prev_kv)
+        set_field(out, "progress_notify", self.progress_notify)
+        return out

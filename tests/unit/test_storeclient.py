@@ -32,6 +32,7 @@ from kubelab.storeclient import (
     GrpcCode,
     InvalidArgument,
     KeyValue,
+    KVStore,
     NotFound,
     Put,
     PutResult,
@@ -43,6 +44,7 @@ from kubelab.storeclient import (
     Unavailable,
     Unimplemented,
     Unreachable,
+    WatchCreate,
     error_from,
     prefix_end,
 )
@@ -76,11 +78,8 @@ def client(etcd: EtcdCluster) -> Iterator[StoreClient]:
         yield c
 
 
-KV = StoreClient | MemStore
-
-
 @pytest.fixture(params=["etcd", "memstore"])
-def kvstore(request: pytest.FixtureRequest) -> Iterator[KV]:
+def kvstore(request: pytest.FixtureRequest) -> Iterator[KVStore]:
     """The KV and watch expectations hold for a real etcd and for the in-process
     `lab.memstore` the test apiserver runs on alike."""
     if request.param == "memstore":
@@ -116,6 +115,13 @@ def test_txn_and_compare_bodies_carry_only_set_fields() -> None:
     """Zero-valued fields are left out (the gateway's style, and a subset server's need),
     except a compare's operand, which selects the field compared."""
     assert Get(b"k").body() == {"key": "aw=="}
+    assert WatchCreate(b"k").body() == {"key": "aw=="}
+    assert WatchCreate(b"k", b"l", 7, prev_kv=True).body() == {
+        "key": "aw==",
+        "range_end": "bA==",
+        "start_revision": "7",
+        "prev_kv": True,
+    }
     assert Compare.mod("k", "=", 0).body() == {
         "key": "aw==",
         "target": "MOD",
@@ -134,7 +140,7 @@ def test_txn_and_compare_bodies_carry_only_set_fields() -> None:
 # -- KV ----------------------------------------------------------------------------------
 
 
-def test_put_get_roundtrip_with_metadata(kvstore: KV) -> None:
+def test_put_get_roundtrip_with_metadata(kvstore: KVStore) -> None:
     first = kvstore.put(b"rt/k", b"v1")
     assert first.prev_kv is None
     assert first.header.revision > 0 and first.header.member_id != 0
@@ -152,13 +158,13 @@ def test_put_get_roundtrip_with_metadata(kvstore: KV) -> None:
     assert missing.kvs == [] and missing.count == 0
 
 
-def test_binary_keys_and_values(kvstore: KV) -> None:
+def test_binary_keys_and_values(kvstore: KVStore) -> None:
     key, value = b"bin/\x00\xff\n", bytes(range(256))
     kvstore.put(key, value)
     assert kvstore.get(key).kvs[0].value == value
 
 
-def test_ranges_prefix_limit_keys_only_count_only_sort(kvstore: KV) -> None:
+def test_ranges_prefix_limit_keys_only_count_only_sort(kvstore: KVStore) -> None:
     for name in ("a", "b", "c"):
         kvstore.put(f"rg/{name}", f"value-{name}")
     kvstore.put("rh", "outside the prefix")
@@ -187,13 +193,13 @@ def test_ranges_prefix_limit_keys_only_count_only_sort(kvstore: KV) -> None:
     assert {b"rg/a", b"rh"} <= {kv.key for kv in all_keys.kvs}
 
 
-def test_empty_key_is_invalid_argument(kvstore: KV) -> None:
+def test_empty_key_is_invalid_argument(kvstore: KVStore) -> None:
     with pytest.raises(InvalidArgument, match="key is not provided") as info:
         kvstore.put(b"", b"x")
     assert info.value.code == GrpcCode.INVALID_ARGUMENT
 
 
-def test_reads_at_past_and_future_revisions(kvstore: KV) -> None:
+def test_reads_at_past_and_future_revisions(kvstore: KVStore) -> None:
     r1 = kvstore.put("rev/k", "one").header.revision
     r2 = kvstore.put("rev/k", "two").header.revision
     assert kvstore.get("rev/k", revision=r1).kvs[0].value == b"one"
@@ -203,7 +209,7 @@ def test_reads_at_past_and_future_revisions(kvstore: KV) -> None:
     assert info.value.code == GrpcCode.OUT_OF_RANGE
 
 
-def test_compaction_makes_old_revisions_unreadable(kvstore: KV) -> None:
+def test_compaction_makes_old_revisions_unreadable(kvstore: KVStore) -> None:
     old = kvstore.put("cmp/k", "old").header.revision
     new = kvstore.put("cmp/k", "new").header.revision
     kvstore.compact(new, physical=True)
@@ -215,7 +221,7 @@ def test_compaction_makes_old_revisions_unreadable(kvstore: KV) -> None:
         kvstore.compact(new)  # compacting to the same revision again
 
 
-def test_delete_single_range_and_prefix(kvstore: KV) -> None:
+def test_delete_single_range_and_prefix(kvstore: KVStore) -> None:
     for name in ("a", "b", "c"):
         kvstore.put(f"del/{name}", name)
     one = kvstore.delete("del/a", prev_kv=True)
@@ -229,7 +235,7 @@ def test_delete_single_range_and_prefix(kvstore: KV) -> None:
 # -- txn ---------------------------------------------------------------------------------
 
 
-def test_txn_create_if_absent(kvstore: KV) -> None:
+def test_txn_create_if_absent(kvstore: KVStore) -> None:
     def create(value: str) -> bool:
         return kvstore.txn(
             [Compare.mod("txn/lock", "=", 0)],
@@ -242,7 +248,7 @@ def test_txn_create_if_absent(kvstore: KV) -> None:
     assert kvstore.get("txn/lock").kvs[0].value == b"first"
 
 
-def test_txn_responses_are_typed_and_nested(kvstore: KV) -> None:
+def test_txn_responses_are_typed_and_nested(kvstore: KVStore) -> None:
     kvstore.put("txn2/a", "1")
     result = kvstore.txn(
         [Compare.value("txn2/a", "=", "1"), Compare.version("txn2/a", ">", 0)],
@@ -274,7 +280,7 @@ def test_txn_responses_are_typed_and_nested(kvstore: KV) -> None:
     assert isinstance(got, RangeResult) and got.kvs[0].value == b"2"
 
 
-def test_txn_with_two_writes_to_one_key_is_invalid(kvstore: KV) -> None:
+def test_txn_with_two_writes_to_one_key_is_invalid(kvstore: KVStore) -> None:
     with pytest.raises(InvalidArgument, match="duplicate key"):
         kvstore.txn([], [Put(b"txn3/k", b"1"), Put(b"txn3/k", b"2")])
 
@@ -328,7 +334,7 @@ def test_lease_with_chosen_id_and_unknown_lease(client: StoreClient) -> None:
 # -- watch -------------------------------------------------------------------------------
 
 
-def test_watch_from_a_past_revision_with_prev_kv(kvstore: KV) -> None:
+def test_watch_from_a_past_revision_with_prev_kv(kvstore: KVStore) -> None:
     start = kvstore.put("w1/k", "a").header.revision
     kvstore.put("w1/k", "b")
     kvstore.delete("w1/k")
@@ -352,7 +358,7 @@ def test_watch_from_a_past_revision_with_prev_kv(kvstore: KV) -> None:
     assert events[2].kv.mod_revision == start + 2
 
 
-def test_watch_sees_live_events_and_close_from_another_thread(kvstore: KV) -> None:
+def test_watch_sees_live_events_and_close_from_another_thread(kvstore: KVStore) -> None:
     watch = kvstore.watch("w2/k")
     assert next(watch).created
     kvstore.put("w2/k", "live")
@@ -365,7 +371,7 @@ def test_watch_sees_live_events_and_close_from_another_thread(kvstore: KV) -> No
     assert time.monotonic() - began < 5
 
 
-def test_watch_from_a_compacted_revision_is_canceled(kvstore: KV) -> None:
+def test_watch_from_a_compacted_revision_is_canceled(kvstore: KVStore) -> None:
     old = kvstore.put("w3/k", "old").header.revision
     now = kvstore.put("w3/k", "new").header.revision
     kvstore.compact(now)
@@ -376,7 +382,7 @@ def test_watch_from_a_compacted_revision_is_canceled(kvstore: KV) -> None:
     assert last.canceled and last.compact_revision == now and not last.events
 
 
-def test_watch_progress_notify_is_accepted(kvstore: KV) -> None:
+def test_watch_progress_notify_is_accepted(kvstore: KVStore) -> None:
     with kvstore.watch("w4/k", progress_notify=True) as watch:
         assert next(watch).created
 
