@@ -29,9 +29,9 @@ from controlplane.store.mvcc import (
     SortOrder,
     SortTarget,
     TxnRequest,
-    _decode_command,
     encode_command,
 )
+from controlplane.store.mvcc.encoding import decode_command
 from tests.unit.test_mvcc import assert_same_state
 
 INT_TARGETS = [t for t in CompareTarget if t is not CompareTarget.VALUE]
@@ -143,7 +143,7 @@ def outcome(store: MVCCStore, index: int, req: Request) -> Any:
 @settings(max_examples=300, deadline=None)
 @given(any_request)
 def test_every_request_round_trips_through_its_command(req: Request) -> None:
-    assert _decode_command(encode_command(req), 1) == req
+    assert decode_command(encode_command(req), 1) == req
 
 
 @SETTINGS

@@ -29,448 +29,72 @@ newest record before C is a tombstone and that have nothing after it disappear.
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import operator
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
-import msgpack
-
-from kubelab.grpccodes import GrpcCode
+from controlplane.store.mvcc.encoding import (
+    SnapshotImage,
+    decode_command,
+    decode_snapshot,
+    encode_snapshot,
+)
+from controlplane.store.mvcc.errors import (
+    ERR_KEY_NOT_FOUND,
+    CompactedError,
+    CorruptDataError,
+    FutureRevisionError,
+    InvalidRequestError,
+    LeaseExistsError,
+    LeaseNotFoundError,
+    LeaseTTLTooLargeError,
+)
+from controlplane.store.mvcc.types import (
+    CompactionRequest,
+    CompactionResponse,
+    Compare,
+    CompareResult,
+    CompareTarget,
+    DeleteRangeRequest,
+    DeleteRangeResponse,
+    Event,
+    EventType,
+    KeyValue,
+    Lease,
+    LeaseEvent,
+    LeaseGrantRequest,
+    LeaseGrantResponse,
+    LeaseKeepAliveRequest,
+    LeaseKeepAliveResponse,
+    LeaseRevokeRequest,
+    LeaseRevokeResponse,
+    PutRequest,
+    PutResponse,
+    RangeRequest,
+    RangeResponse,
+    Response,
+    ResponseOp,
+    SortOrder,
+    SortTarget,
+    TxnRequest,
+    TxnResponse,
+)
+from controlplane.store.mvcc.validation import check_request, is_read_only
 
 log = logging.getLogger(__name__)
 
-# etcd's default --max-txn-ops: each of a txn's compare/success/failure lists may hold this many.
-MAX_TXN_OPS = 128
 # etcd's lease.MaxLeaseTTL (about 285 years); a larger grant is refused.
 MAX_LEASE_TTL = 9_000_000_000
 # etcd raises shorter grants to ceil(1.5 * election timeout); 2 s with its default 1 s.
 DEFAULT_MIN_LEASE_TTL = 2
 
-# etcd's messages for InvalidArgument errors, verbatim (clients match on them).
-ERR_EMPTY_KEY = "etcdserver: key is not provided"
-ERR_KEY_NOT_FOUND = "etcdserver: key not found"
-ERR_VALUE_PROVIDED = "etcdserver: value is provided"
-ERR_LEASE_PROVIDED = "etcdserver: lease is provided"
-ERR_TOO_MANY_OPS = "etcdserver: too many operations in txn request"
-ERR_DUPLICATE_KEY = "etcdserver: duplicate key given in txn request"
-
 # Rough per-revision cost beyond key and value bytes: etcd stores each revision under a
 # 17-byte revision key with the KeyValue protobuf's integer fields around the payload.
 _RECORD_OVERHEAD = 48
-
-
-# -- errors --------------------------------------------------------------------------
-
-
-class MVCCError(Exception):
-    """A request the store refused. `grpc_code` and `message` are what etcd would answer."""
-
-    grpc_code = GrpcCode.UNKNOWN
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class InvalidRequestError(MVCCError):
-    """A malformed request or one that contradicts the data (etcd's InvalidArgument)."""
-
-    grpc_code = GrpcCode.INVALID_ARGUMENT
-
-
-class CompactedError(MVCCError):
-    """The revision asked for is before the compaction point (watchers: cancel with it)."""
-
-    grpc_code = GrpcCode.OUT_OF_RANGE
-
-    def __init__(self, compact_revision: int) -> None:
-        super().__init__("etcdserver: mvcc: required revision has been compacted")
-        self.compact_revision = compact_revision
-
-
-class FutureRevisionError(MVCCError):
-    grpc_code = GrpcCode.OUT_OF_RANGE
-
-    def __init__(self) -> None:
-        super().__init__("etcdserver: mvcc: required revision is a future revision")
-
-
-class LeaseNotFoundError(MVCCError):
-    grpc_code = GrpcCode.NOT_FOUND
-
-    def __init__(self) -> None:
-        super().__init__("etcdserver: requested lease not found")
-
-
-class LeaseExistsError(MVCCError):
-    grpc_code = GrpcCode.FAILED_PRECONDITION
-
-    def __init__(self) -> None:
-        super().__init__("etcdserver: lease already exists")
-
-
-class LeaseTTLTooLargeError(MVCCError):
-    grpc_code = GrpcCode.OUT_OF_RANGE
-
-    def __init__(self) -> None:
-        super().__init__("etcdserver: too large lease TTL")
-
-
-class CorruptDataError(MVCCError):
-    """A command or snapshot this module did not produce: a bug or corruption, not a client
-    error (the WAL and snapshot files have their own checksums)."""
-
-    grpc_code = GrpcCode.INTERNAL
-
-
-# -- values --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class KeyValue:
-    key: bytes
-    create_revision: int
-    mod_revision: int
-    version: int
-    value: bytes
-    lease: int = 0
-
-
-class EventType(enum.IntEnum):
-    PUT = 0
-    DELETE = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One change. For a DELETE, `kv` is the tombstone: key and mod_revision, rest zero."""
-
-    type: EventType
-    kv: KeyValue
-    prev_kv: KeyValue | None = None
-
-
-@dataclass(slots=True)
-class Lease:
-    """A granted lease and the live keys attached to it (kept in sync by the store)."""
-
-    id: int
-    ttl: int
-    keys: set[bytes] = field(default_factory=set)
-
-
-# -- requests ------------------------------------------------------------------------
-
-
-class LeaseEvent(enum.Enum):
-    GRANTED = "granted"
-    RENEWED = "renewed"
-    REVOKED = "revoked"
-
-
-class SortOrder(enum.IntEnum):
-    NONE = 0
-    ASCEND = 1
-    DESCEND = 2
-
-
-class SortTarget(enum.IntEnum):
-    KEY = 0
-    VERSION = 1
-    CREATE = 2
-    MOD = 3
-    VALUE = 4
-
-
-class CompareResult(enum.IntEnum):
-    EQUAL = 0
-    GREATER = 1
-    LESS = 2
-    NOT_EQUAL = 3
-
-
-class CompareTarget(enum.IntEnum):
-    VERSION = 0
-    CREATE = 1
-    MOD = 2
-    VALUE = 3
-    LEASE = 4
-
-
-@dataclass(frozen=True, slots=True)
-class RangeRequest:
-    """etcd's RangeRequest. range_end: b"" one key, b"\\0" every key >= key, else [key, end)."""
-
-    key: bytes
-    range_end: bytes = b""
-    limit: int = 0
-    revision: int = 0
-    keys_only: bool = False
-    count_only: bool = False
-    sort_order: SortOrder = SortOrder.NONE
-    sort_target: SortTarget = SortTarget.KEY
-    min_mod_revision: int = 0
-    max_mod_revision: int = 0
-    min_create_revision: int = 0
-    max_create_revision: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class PutRequest:
-    key: bytes
-    value: bytes = b""
-    lease: int = 0
-    prev_kv: bool = False
-    ignore_value: bool = False
-    ignore_lease: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteRangeRequest:
-    key: bytes
-    range_end: bytes = b""
-    prev_kv: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Compare:
-    """A txn guard on one key or a range of keys (then it must hold for every live key).
-
-    `value` is bytes for the VALUE target and an int for the others; etcd's protobuf keeps
-    it in a oneof, which a Python union cannot tie to the target, hence the check here.
-    """
-
-    result: CompareResult
-    target: CompareTarget
-    key: bytes
-    value: int | bytes
-    range_end: bytes = b""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.value, bytes) != (self.target is CompareTarget.VALUE):
-            raise TypeError(
-                f"a {self.target.name} compare takes "
-                f"{'bytes' if self.target is CompareTarget.VALUE else 'an int'}, "
-                f"not {type(self.value).__name__}"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class TxnRequest:
-    compare: list[Compare] = field(default_factory=list)
-    success: list[RequestOp] = field(default_factory=list)
-    failure: list[RequestOp] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionRequest:
-    """`physical` is accepted for etcd parity; compaction here is always complete on return."""
-
-    revision: int
-    physical: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseGrantRequest:
-    """The server picks `id` before proposing (etcd picks a random one; we must not)."""
-
-    id: int
-    ttl: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseRevokeRequest:
-    id: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseKeepAliveRequest:
-    """A keep-alive, replicated so that every member (the next leader included) hears of
-    it; the store only checks the lease exists. See `controlplane.store.lessor`."""
-
-    id: int
-
-
-RequestOp: TypeAlias = RangeRequest | PutRequest | DeleteRangeRequest | TxnRequest
-Request: TypeAlias = (
-    RequestOp | CompactionRequest | LeaseGrantRequest | LeaseRevokeRequest | LeaseKeepAliveRequest
-)
-
-
-# -- responses -----------------------------------------------------------------------
-# `revision` is what etcd puts in the response header: the store revision after the
-# request. In a txn each op's response carries the revision as of that op (the txn's new
-# revision once it has written something), and a nested txn's response carries 0: etcd
-# 3.4 leaves that header empty.
-
-
-@dataclass(frozen=True, slots=True)
-class RangeResponse:
-    kvs: list[KeyValue]
-    more: bool
-    count: int
-    revision: int
-
-
-@dataclass(frozen=True, slots=True)
-class PutResponse:
-    prev_kv: KeyValue | None
-    revision: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteRangeResponse:
-    deleted: int
-    prev_kvs: list[KeyValue]
-    revision: int
-
-
-@dataclass(frozen=True, slots=True)
-class TxnResponse:
-    succeeded: bool
-    responses: list[ResponseOp]
-    revision: int
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionResponse:
-    revision: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseGrantResponse:
-    id: int
-    ttl: int
-    revision: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseRevokeResponse:
-    revision: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseKeepAliveResponse:
-    id: int
-    ttl: int
-    revision: int
-
-
-ResponseOp: TypeAlias = RangeResponse | PutResponse | DeleteRangeResponse | TxnResponse
-Response: TypeAlias = (
-    ResponseOp
-    | CompactionResponse
-    | LeaseGrantResponse
-    | LeaseRevokeResponse
-    | LeaseKeepAliveResponse
-)
-
-
-# -- request validation --------------------------------------------------------------
-
-
-def check_request(req: Request) -> None:
-    """Reject what etcd's gRPC layer rejects before proposing; raises InvalidRequestError.
-
-    The server can call this before proposing to spare a Raft round trip; `apply` calls it
-    too, so a request that skipped it still fails the same way on every member.
-    """
-    match req:
-        case RangeRequest() | DeleteRangeRequest():
-            _require_key(req.key)
-        case PutRequest():
-            _check_put_request(req)
-        case TxnRequest():
-            _check_txn_request(req)
-            # Overlaps are looked for in each top-level branch separately: only one runs.
-            _txn_writes(req.success)
-            _txn_writes(req.failure)
-        case (
-            CompactionRequest()
-            | LeaseGrantRequest()
-            | LeaseRevokeRequest()
-            | LeaseKeepAliveRequest()
-        ):
-            pass
-
-
-def is_read_only(req: TxnRequest) -> bool:
-    """True when no branch at any depth writes: etcd serves such a txn without Raft."""
-    return all(
-        isinstance(op, RangeRequest) or (isinstance(op, TxnRequest) and is_read_only(op))
-        for op in (*req.success, *req.failure)
-    )
-
-
-def _require_key(key: bytes) -> None:
-    if not key:
-        raise InvalidRequestError(ERR_EMPTY_KEY)
-
-
-def _check_put_request(req: PutRequest) -> None:
-    _require_key(req.key)
-    if req.ignore_value and req.value:
-        raise InvalidRequestError(ERR_VALUE_PROVIDED)
-    if req.ignore_lease and req.lease:
-        raise InvalidRequestError(ERR_LEASE_PROVIDED)
-
-
-def _check_txn_request(req: TxnRequest) -> None:
-    if max(len(req.compare), len(req.success), len(req.failure)) > MAX_TXN_OPS:
-        raise InvalidRequestError(ERR_TOO_MANY_OPS)
-    for c in req.compare:
-        _require_key(c.key)
-    for op in (*req.success, *req.failure):
-        match op:
-            case RangeRequest() | DeleteRangeRequest():
-                _require_key(op.key)
-            case PutRequest():
-                _check_put_request(op)
-            case TxnRequest():
-                _check_txn_request(op)
-
-
-def _txn_writes(ops: list[RequestOp]) -> tuple[set[bytes], list[tuple[bytes, bytes]]]:
-    """The keys `ops` may put and the ranges they may delete; raises on a conflict.
-
-    etcd refuses a txn in which a key is put twice or put inside a deleted range, because
-    the outcome would depend on op order. Its rules, reproduced here:
-
-    * the two branches of a nested txn may put the same key (only one runs);
-    * a put conflicts with earlier nested txns' puts and with every delete at its own
-      level or in earlier nested txns, but a nested txn's puts are not checked against
-      deletes in nested txns *after* it, and deletes never conflict with each other;
-    * the delete ranges are tested as plain intervals [key, range_end), so a delete with
-      range_end b"\\0" ("every key from key on") conflicts with nothing. Checked against
-      etcd 3.4: a txn deleting [t1, "\\0") and putting t1 is accepted and does both.
-    """
-    deletes = [(op.key, op.range_end) for op in ops if isinstance(op, DeleteRangeRequest)]
-    puts: set[bytes] = set()
-    for op in ops:
-        if not isinstance(op, TxnRequest):
-            continue
-        then_puts, then_deletes = _txn_writes(op.success)
-        else_puts, else_deletes = _txn_writes(op.failure)
-        for key in (*then_puts, *else_puts):
-            if key in puts or _overlaps_delete(key, deletes):
-                raise InvalidRequestError(ERR_DUPLICATE_KEY)
-        puts |= then_puts | else_puts
-        deletes += then_deletes + else_deletes
-    for op in ops:
-        if isinstance(op, PutRequest):
-            if op.key in puts or _overlaps_delete(op.key, deletes):
-                raise InvalidRequestError(ERR_DUPLICATE_KEY)
-            puts.add(op.key)
-    return puts, deletes
-
-
-def _overlaps_delete(key: bytes, deletes: list[tuple[bytes, bytes]]) -> bool:
-    return any(key == start if not end else start <= key < end for start, end in deletes)
 
 
 def _in_range(key: bytes, start: bytes, end: bytes) -> bool:
@@ -478,9 +102,6 @@ def _in_range(key: bytes, start: bytes, end: bytes) -> bool:
     if not end:
         return key == start
     return start <= key and (end == b"\0" or key < end)
-
-
-# -- the store -----------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -583,7 +204,7 @@ class MVCCStore:
 
         An exception leaves the store untouched: every check runs before the first change.
         """
-        req = _decode_command(command, index)
+        req = decode_command(command, index)
         check_request(req)
         match req:
             case RangeRequest():
@@ -967,15 +588,19 @@ class MVCCStore:
         those two groups and `restore` rebuilds history, event log and prev_kvs by
         replaying the log. Lease membership is derived from the live keys' lease ids.
         """
-        base = [
-            _record_wire(kv)
-            for key in self._keys
-            for kv in self._hist[key]
-            if kv.mod_revision < self._compact_rev
-        ]
-        revisions = [[_record_wire(e.kv) for e in events] for events in self._log]
-        leases = [[lease_id, lease.ttl] for lease_id, lease in sorted(self._leases.items())]
-        return _pack([_SNAPSHOT_FORMAT, self._rev, self._compact_rev, base, revisions, leases])
+        image = SnapshotImage(
+            self._rev,
+            self._compact_rev,
+            [
+                kv
+                for key in self._keys
+                for kv in self._hist[key]
+                if kv.mod_revision < self._compact_rev
+            ],
+            [[e.kv for e in events] for events in self._log],
+            [(lease_id, lease.ttl) for lease_id, lease in sorted(self._leases.items())],
+        )
+        return encode_snapshot(image)
 
     def restore(self, data: bytes) -> None:
         """Replace the state with a snapshot's.
@@ -985,20 +610,16 @@ class MVCCStore:
         store empty rather than half restored.
         """
         try:
-            fmt, rev, compact_rev, base, revisions, leases = msgpack.unpackb(data, raw=False)
-            if fmt != _SNAPSHOT_FORMAT:
-                raise ValueError(f"unknown snapshot format {fmt!r}")
+            image = decode_snapshot(data)
             self._reset()
-            self._rev, self._compact_rev = int(rev), int(compact_rev)
-            self._leases = {int(i): Lease(int(i), int(ttl)) for i, ttl in leases}
-            for row in base:
-                kv = _record_unwire(row)
+            self._rev, self._compact_rev = image.revision, image.compact_revision
+            self._leases = {i: Lease(i, ttl) for i, ttl in image.leases}
+            for kv in image.base:
                 self._hist[kv.key] = [kv]
                 self._size += _record_size(kv)
-            for rows in revisions:
+            for kvs in image.revisions:
                 events = []
-                for row in rows:
-                    kv = _record_unwire(row)
+                for kv in kvs:
                     hist = self._hist.setdefault(kv.key, [])
                     events.append(_event(kv, hist))
                     hist.append(kv)
@@ -1064,172 +685,3 @@ def _event(kv: KeyValue, hist: list[KeyValue]) -> Event:
 
 def _record_size(kv: KeyValue) -> int:
     return len(kv.key) + len(kv.value) + _RECORD_OVERHEAD
-
-
-# -- commands ------------------------------------------------------------------------
-# A command is a msgpack array: a tag, then the request's fields in declaration order.
-# Enums travel as their etcd numbers, nested requests as nested arrays.
-
-_SNAPSHOT_FORMAT = 1
-
-
-def encode_command(req: Request) -> bytes:
-    """The bytes to propose for `req`; `MVCCStore.apply` decodes them."""
-    return _pack(_request_wire(req))
-
-
-def _pack(obj: Any) -> bytes:
-    data: bytes = msgpack.packb(obj, use_bin_type=True)
-    return data
-
-
-def _request_wire(req: Request) -> list[Any]:
-    match req:
-        case RangeRequest():
-            return [
-                "range",
-                req.key,
-                req.range_end,
-                req.limit,
-                req.revision,
-                req.keys_only,
-                req.count_only,
-                int(req.sort_order),
-                int(req.sort_target),
-                req.min_mod_revision,
-                req.max_mod_revision,
-                req.min_create_revision,
-                req.max_create_revision,
-            ]
-        case PutRequest():
-            return [
-                "put",
-                req.key,
-                req.value,
-                req.lease,
-                req.prev_kv,
-                req.ignore_value,
-                req.ignore_lease,
-            ]
-        case DeleteRangeRequest():
-            return ["delete", req.key, req.range_end, req.prev_kv]
-        case TxnRequest():
-            return [
-                "txn",
-                [[int(c.result), int(c.target), c.key, c.value, c.range_end] for c in req.compare],
-                [_request_wire(op) for op in req.success],
-                [_request_wire(op) for op in req.failure],
-            ]
-        case CompactionRequest():
-            return ["compact", req.revision, req.physical]
-        case LeaseGrantRequest():
-            return ["grant", req.id, req.ttl]
-        case LeaseRevokeRequest():
-            return ["revoke", req.id]
-        case LeaseKeepAliveRequest():
-            return ["keepalive", req.id]
-
-
-def _decode_command(command: bytes, index: int) -> Request:
-    try:
-        return _request_unwire(msgpack.unpackb(command, raw=False))
-    except (ValueError, TypeError, KeyError) as exc:
-        raise CorruptDataError(f"undecodable MVCC command at index {index}: {exc}") from exc
-
-
-def _request_unwire(obj: Any) -> Request:
-    tag, *f = obj
-    match tag:
-        case "range":
-            key, end, limit, rev, keys_only, count_only, order, target, *filters = f
-            min_mod, max_mod, min_create, max_create = filters
-            return RangeRequest(
-                _bytes(key),
-                _bytes(end),
-                _int(limit),
-                _int(rev),
-                _bool(keys_only),
-                _bool(count_only),
-                SortOrder(order),
-                SortTarget(target),
-                _int(min_mod),
-                _int(max_mod),
-                _int(min_create),
-                _int(max_create),
-            )
-        case "put":
-            key, value, lease, prev_kv, ignore_value, ignore_lease = f
-            return PutRequest(
-                _bytes(key),
-                _bytes(value),
-                _int(lease),
-                _bool(prev_kv),
-                _bool(ignore_value),
-                _bool(ignore_lease),
-            )
-        case "delete":
-            key, end, prev_kv = f
-            return DeleteRangeRequest(_bytes(key), _bytes(end), _bool(prev_kv))
-        case "txn":
-            compares, success, failure = f
-            return TxnRequest(
-                [_compare_unwire(c) for c in compares],
-                [_op_unwire(op) for op in success],
-                [_op_unwire(op) for op in failure],
-            )
-        case "compact":
-            revision, physical = f
-            return CompactionRequest(_int(revision), _bool(physical))
-        case "grant":
-            lease_id, ttl = f
-            return LeaseGrantRequest(_int(lease_id), _int(ttl))
-        case "revoke":
-            (lease_id,) = f
-            return LeaseRevokeRequest(_int(lease_id))
-        case "keepalive":
-            (lease_id,) = f
-            return LeaseKeepAliveRequest(_int(lease_id))
-    raise ValueError(f"unknown command {tag!r}")
-
-
-def _op_unwire(obj: Any) -> RequestOp:
-    op = _request_unwire(obj)
-    if not isinstance(op, RangeRequest | PutRequest | DeleteRangeRequest | TxnRequest):
-        raise ValueError(f"{type(op).__name__} cannot be part of a txn")
-    return op
-
-
-def _compare_unwire(obj: Any) -> Compare:
-    result, target, key, value, range_end = obj
-    if not isinstance(value, int | bytes):
-        raise TypeError(f"compare value {value!r}")
-    return Compare(
-        CompareResult(result), CompareTarget(target), _bytes(key), value, _bytes(range_end)
-    )
-
-
-def _record_wire(kv: KeyValue) -> list[Any]:
-    return [kv.key, kv.create_revision, kv.mod_revision, kv.version, kv.value, kv.lease]
-
-
-def _record_unwire(row: Any) -> KeyValue:
-    key, create, mod, version, value, lease = row
-    return KeyValue(_bytes(key), _int(create), _int(mod), _int(version), _bytes(value), _int(lease))
-
-
-def _bytes(v: Any) -> bytes:
-    if not isinstance(v, bytes):
-        raise TypeError(f"expected bytes, got {type(v).__name__}")
-    return v
-
-
-def _int(v: Any) -> int:
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise TypeError(f"expected an int, got {type(v).__name__}")
-    return v
-
-
-def _bool(v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise TypeError(f"expected a bool, got {type(v).__name__}")
-    return v
