@@ -21,7 +21,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agents.kubelet.runtime import ContainerStatus, Runtime, RuntimeFailure, SandboxStatus
+from agents.kubelet.runtime import (
+    CONTAINER_NAME,
+    ContainerStatus,
+    Runtime,
+    RuntimeFailure,
+    SandboxStatus,
+)
 
 log = logging.getLogger("kubelab.kubelet.pleg")
 
@@ -30,6 +36,19 @@ log = logging.getLogger("kubelab.kubelet.pleg")
 class PodSnapshot:
     sandboxes: tuple[SandboxStatus, ...] = ()
     containers: tuple[ContainerStatus, ...] = ()
+
+    def latest(self, name: str) -> tuple[ContainerStatus | None, list[ContainerStatus]]:
+        """The newest container of that name, and the older ones."""
+        found = sorted(
+            (c for c in self.containers if c.labels.get(CONTAINER_NAME) == name),
+            key=lambda c: (c.attempt, c.created_at),
+        )
+        return (found[-1] if found else None), found[:-1]
+
+    def ready_sandbox(self) -> SandboxStatus | None:
+        """The newest ready sandbox, if any."""
+        ready = [s for s in self.sandboxes if s.ready]
+        return max(ready, key=lambda s: s.attempt) if ready else None
 
     def fingerprint(self) -> tuple[object, ...]:
         return tuple(

@@ -1,7 +1,7 @@
 """Pod workers: the seeds' write flows end here. A pod bound to this node (or a static pod
 from the manifest folder) gets a sandbox, its init containers in order, then its app
-containers; its status goes back to the apiserver; on deletion its containers get their
-grace period and the kubelet confirms the deletion.
+containers; its status (computed by `podstatus`) goes back to the apiserver; on deletion
+its containers get their grace period and the kubelet confirms the deletion.
 
 One worker per pod, in Kubernetes' sense: the pod's uid is a key in a work queue that
 never hands one key to two threads, so a pod's syncs never overlap, while a few threads
@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
-from agents.kubelet import podspec, probes
+from agents.kubelet import podspec, podstatus, probes
 from agents.kubelet.config import KubeletConfig
 from agents.kubelet.pleg import PLEG, PodSnapshot
 from agents.kubelet.runtime import (
@@ -50,7 +50,6 @@ from agents.kubelet.runtime import (
 )
 from agents.kubelet.volumes import MountError, VolumeManager, container_mounts
 from kubelab.api.errors import StatusError
-from kubelab.api.podutil import qos_class
 from kubelab.client import (
     Preconditions,
     RestClient,
@@ -73,13 +72,6 @@ CONFIG_SOURCE = "kubernetes.io/config.source"
 CONFIG_HASH = "kubernetes.io/config.hash"
 BACKOFF_RESET = 600.0
 """A container that ran this long without crashing has its back-off reset (10 min)."""
-KUBELET_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
-
-
-def rfc3339(t: float | None) -> str | None:
-    if t is None:
-        return None
-    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -115,17 +107,6 @@ class PodState:
     state relisted after that."""
 
 
-def _latest(
-    snapshot: PodSnapshot, name: str
-) -> tuple[ContainerStatus | None, list[ContainerStatus]]:
-    """The newest container of that name, and the older ones."""
-    found = sorted(
-        (c for c in snapshot.containers if c.labels.get(CONTAINER_NAME) == name),
-        key=lambda c: (c.attempt, c.created_at),
-    )
-    return (found[-1] if found else None), found[:-1]
-
-
 def _desired(pod: Object) -> tuple[object, ...]:
     """What a sync acts on: the pod less its status and bookkeeping (resourceVersion,
     managedFields), as Kubernetes' `podsDifferSemantically`."""
@@ -137,11 +118,6 @@ def _desired(pod: Object) -> tuple[object, ...]:
         meta.get("deletionTimestamp"),
         meta.get("deletionGracePeriodSeconds"),
     )
-
-
-def _ready_sandbox(snapshot: PodSnapshot) -> SandboxStatus | None:
-    ready = [s for s in snapshot.sandboxes if s.ready]
-    return max(ready, key=lambda s: s.attempt) if ready else None
 
 
 def _restarts(policy: str, exit_code: int | None) -> bool:
@@ -320,7 +296,7 @@ class PodWorkers:
             return
         if st.start_time is None:
             st.start_time = time.time()
-        sandbox = _ready_sandbox(snap)
+        sandbox = snap.ready_sandbox()
         if sandbox is None:
             if self._pod_done(pod, snap, policy):
                 st.terminated = True
@@ -331,7 +307,10 @@ class PodWorkers:
         try:
             volumes = (
                 self.volumes.setup(
-                    pod, self.config.node_ip, self._pod_ip(pod, sandbox), self.allocatable
+                    pod,
+                    self.config.node_ip,
+                    podstatus.pod_ip(pod, sandbox, self.config.node_ip),
+                    self.allocatable,
                 )
                 if self.volumes
                 else {}
@@ -345,7 +324,7 @@ class PodWorkers:
             return
         # Init containers, in order, each to completion.
         for c in spec.get("initContainers") or []:
-            latest, _ = _latest(snap, c["name"])
+            latest, _ = snap.latest(c["name"])
             if latest is not None and latest.sandbox_id == sandbox.id:
                 if latest.state in (State.RUNNING, State.CREATED):
                     return
@@ -358,7 +337,7 @@ class PodWorkers:
             return
         # App containers.
         for c in spec.get("containers") or []:
-            latest, _ = _latest(snap, c["name"])
+            latest, _ = snap.latest(c["name"])
             if latest is not None and latest.sandbox_id == sandbox.id:
                 if latest.state == State.RUNNING:
                     self._probe(st, pod, c, latest, sandbox)
@@ -376,21 +355,13 @@ class PodWorkers:
             st.terminated = True
             self.runtime.stop_sandbox(sandbox.id)  # a finished pod holds no sandbox
 
-    def _pod_ip(self, pod: Object, sandbox: SandboxStatus) -> str:
-        """The pod's IP: its sandbox's, or for a `hostNetwork` pod (which has none of its
-        own) the node's, as Kubernetes reports it (`kubectl get pods -o wide` shows the
-        control plane's static pods at their node's address) and probes reach it."""
-        if not sandbox.ip and (pod.get("spec") or {}).get("hostNetwork"):
-            return self.config.node_ip
-        return sandbox.ip
-
     def _pod_done(self, pod: Object, snap: PodSnapshot, policy: str) -> bool:
         """Whether every app container has finished and none will restart."""
         if policy == "Always":
             return False
         containers = (pod.get("spec") or {}).get("containers") or []
         for c in containers:
-            latest, _ = _latest(snap, c["name"])
+            latest, _ = snap.latest(c["name"])
             if latest is None or latest.state != State.EXITED:
                 return False
             if _restarts(policy, latest.exit_code):
@@ -599,7 +570,7 @@ class PodWorkers:
             c,
             self._lookup,
             host_ip=self.config.node_ip,
-            pod_ip=self._pod_ip(pod, sandbox),
+            pod_ip=podstatus.pod_ip(pod, sandbox, self.config.node_ip),
             allocatable=self.allocatable,
             services=podspec.service_environment(
                 self.services(),
@@ -680,7 +651,7 @@ class PodWorkers:
                 self.runtime,
                 running.id,
                 c,
-                self._pod_ip(pod, sandbox),
+                podstatus.pod_ip(pod, sandbox, self.config.node_ip),
                 float(probe.get("timeoutSeconds", 1)),
             )
             what = {
@@ -812,11 +783,11 @@ class PodWorkers:
         snap = self.pleg.snapshot(uid)
         names = {c.labels.get(CONTAINER_NAME, "") for c in snap.containers}
         for name in names:
-            _, older = _latest(snap, name)
+            _, older = snap.latest(name)
             for c in older[:-1]:
                 if c.state == State.EXITED:
                     self.runtime.remove_container(c.id)
-        ready = _ready_sandbox(snap)
+        ready = snap.ready_sandbox()
         for s in snap.sandboxes:
             if (
                 ready is not None
@@ -827,158 +798,17 @@ class PodWorkers:
 
     # -- status --------------------------------------------------------------------------
 
-    def _container_status(self, st: PodState, c: Object, snap: PodSnapshot, init: bool) -> Object:
-        name = c["name"]
-        latest, older = _latest(snap, name)
-        out: Object = {
-            "name": name,
-            "image": c["image"],
-            "imageID": "",
-            "ready": False,
-            "restartCount": latest.attempt if latest else 0,
-            "started": False,
-            "state": {
-                "waiting": {"reason": "PodInitializing" if not init else "ContainerCreating"}
-            },
-            "lastState": {},
-        }
-        if latest is not None:
-            out["imageID"] = latest.image_id
-            out["containerID"] = f"{self.runtime.name}://{latest.id}"
-            if latest.state == State.RUNNING:
-                out["state"] = {"running": {"startedAt": rfc3339(latest.started_at)}}
-                if older:
-                    prev = older[-1]
-                    out["lastState"] = {
-                        "terminated": _terminated(prev, f"{self.runtime.name}://{prev.id}")
-                    }
-                out["started"] = st.prober.started(c, latest.id)
-                out["ready"] = not init and st.prober.ready(c, latest.id)
-            elif latest.state == State.EXITED:
-                term = _terminated(latest, f"{self.runtime.name}://{latest.id}")
-                if name in st.waiting:
-                    out["state"] = {"waiting": _waiting(st.waiting[name])}
-                    out["lastState"] = {"terminated": term}
-                else:
-                    out["state"] = {"terminated": term}
-                    if older:
-                        prev = older[-1]
-                        out["lastState"] = {
-                            "terminated": _terminated(prev, f"{self.runtime.name}://{prev.id}")
-                        }
-                if init and latest.exit_code == 0:
-                    out["ready"] = True
-            else:
-                out["state"] = {"waiting": {"reason": "ContainerCreating"}}
-        elif name in st.waiting:
-            out["state"] = {"waiting": _waiting(st.waiting[name])}
-        else:
-            out["state"] = {"waiting": {"reason": "ContainerCreating"}}
-        return out
-
-    def compute_status(self, uid: str, st: PodState, pod: Object) -> Object:
-        spec = pod.get("spec") or {}
-        policy = spec.get("restartPolicy") or "Always"
-        snap = self.pleg.snapshot(uid)
-        sandbox = _ready_sandbox(snap)
-        inits = [
-            self._container_status(st, c, snap, True) for c in spec.get("initContainers") or []
-        ]
-        apps = [self._container_status(st, c, snap, False) for c in spec.get("containers") or []]
-        init_done = all(
-            "terminated" in s["state"] and s["state"]["terminated"].get("exitCode") == 0
-            for s in inits
-        )
-        init_failed = (
-            any(
-                "terminated" in s["state"] and s["state"]["terminated"].get("exitCode") != 0
-                for s in inits
-            )
-            and policy == "Never"
-        )
-        for s in apps:
-            if not init_done and s["state"].get("waiting", {}).get("reason") == "ContainerCreating":
-                s["state"] = {"waiting": {"reason": "PodInitializing"}}
-        running = [s for s in apps if "running" in s["state"]]
-        terminated = [s for s in apps if "terminated" in s["state"]]
-        if init_failed:
-            phase = "Failed"
-        elif apps and len(terminated) == len(apps) and (policy != "Always" or st.terminated):
-            failed = any(s["state"]["terminated"].get("exitCode") != 0 for s in terminated)
-            phase = "Failed" if failed else "Succeeded"
-        elif (
-            running
-            or (init_done and any(s["restartCount"] or s["lastState"] for s in apps))
-            or (terminated and policy == "Always")
-        ):
-            phase = "Running"
-        else:
-            phase = "Pending"
-        if (
-            st.terminated
-            and phase in ("Running", "Pending")
-            and pod["metadata"].get("deletionTimestamp")
-        ):
-            phase = (pod.get("status") or {}).get("phase") or phase
-        containers_ready = bool(apps) and all(s["ready"] for s in apps)
-        now = rfc3339(time.time())
-        previous = {c["type"]: c for c in (pod.get("status") or {}).get("conditions") or []}
-        # Our own conditions as we last wrote them: while the informer has not brought
-        # that write back, the pod's copy would give them new transition times, which
-        # would be a change to write again (five writes a pod on a loaded apiserver).
-        previous.update(
-            (c["type"], c)
-            for c in (st.last_status or {}).get("conditions") or []
-            if c["type"] in KUBELET_CONDITIONS
-        )
-
-        def condition(kind: str, ok: bool, reason: str = "") -> Object:
-            status = "True" if ok else "False"
-            old = previous.get(kind)
-            since = old.get("lastTransitionTime") if old and old.get("status") == status else now
-            out: Object = {
-                "type": kind,
-                "status": status,
-                "lastProbeTime": None,
-                "lastTransitionTime": since,
-            }
-            if reason and not ok:
-                out["reason"] = reason
-            return out
-
-        not_ready = "PodCompleted" if phase in ("Succeeded", "Failed") else "ContainersNotReady"
-        conditions = [
-            condition("PodReadyToStartContainers", sandbox is not None),
-            condition("Initialized", init_done, "ContainersNotInitialized"),
-            condition("ContainersReady", containers_ready and phase == "Running", not_ready),
-            condition("Ready", containers_ready and phase == "Running", not_ready),
-        ]
-        conditions += [c for k, c in previous.items() if k not in KUBELET_CONDITIONS]
-        ip = (
-            self._pod_ip(pod, sandbox)
-            if sandbox is not None
-            else ((pod.get("status") or {}).get("podIP") or "")
-        )
-        status: Object = {
-            "phase": phase,
-            "conditions": conditions,
-            "hostIP": self.config.node_ip,
-            "hostIPs": [{"ip": self.config.node_ip}] if self.config.node_ip else [],
-            "startTime": rfc3339(st.start_time),
-            "containerStatuses": apps,
-            "qosClass": qos_class(pod),
-        }
-        if inits:
-            status["initContainerStatuses"] = inits
-        if ip:
-            status["podIP"] = ip
-            status["podIPs"] = [{"ip": ip}]
-        if st.evicted:
-            status.update(phase="Failed", reason="Evicted", message=st.evicted)
-        return status
-
     def _write_status(self, uid: str, st: PodState, pod: Object) -> None:
-        status = self.compute_status(uid, st, pod)
+        """Write the pod's status if it differs from the one this kubelet wrote last (the
+        status manager's cache), noting container exits for the crash-loop back-off."""
+        status = podstatus.generate(
+            pod,
+            self.pleg.snapshot(uid),
+            st,
+            runtime=self.runtime.name,
+            node_ip=self.config.node_ip,
+            now=time.time(),
+        )
         for name, s in (
             (s["name"], s)
             for s in status["containerStatuses"] + status.get("initContainerStatuses", [])
@@ -1006,24 +836,6 @@ class PodWorkers:
                 return
             raise
         st.last_status = {"_json": comparable, "conditions": status["conditions"]}
-
-
-def _waiting(reason_message: tuple[str, str]) -> Object:
-    reason, message = reason_message
-    return {"reason": reason, "message": message} if message else {"reason": reason}
-
-
-def _terminated(c: ContainerStatus, container_id: str) -> Object:
-    out: Object = {
-        "exitCode": c.exit_code if c.exit_code is not None else 0,
-        "reason": c.reason or ("Completed" if c.exit_code == 0 else "Error"),
-        "startedAt": rfc3339(c.started_at),
-        "finishedAt": rfc3339(c.finished_at),
-        "containerID": container_id,
-    }
-    if c.message:
-        out["message"] = c.message
-    return out
 
 
 # -- static pods ---------------------------------------------------------------------------
