@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import codecs
+import contextlib
 import json
 import logging
 import secrets
@@ -93,6 +94,20 @@ class GatewayError(Exception):
 EMPTY_WATCH_RANGE = {"created": True, "canceled": True,
                      "cancel_reason": "mvcc: watcher range is empty"}  # fmt: skip
 """etcd's answer to a watch whose range_end does not sort after its key."""
+
+
+@contextlib.contextmanager
+def _as_gateway_errors() -> Iterator[None]:
+    """The Raft node's refusals as etcd answers them: no leader (a proposal or read the
+    core dropped) and a request timed out (no quorum in time)."""
+    try:
+        yield
+    except ProposalDroppedError as exc:
+        raise GatewayError(GrpcCode.UNAVAILABLE, f"etcdserver: no leader ({exc})") from None
+    except StoreTimeoutError as exc:
+        raise GatewayError(
+            GrpcCode.DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
+        ) from None
 
 
 def _empty_range(req: gateway.WatchCreate) -> bool:
@@ -297,24 +312,12 @@ class Store:
         return await self._propose(command)
 
     async def _propose(self, command: bytes) -> Any:
-        try:
+        with _as_gateway_errors():
             return await self.node.propose(command)
-        except ProposalDroppedError as exc:
-            raise GatewayError(GrpcCode.UNAVAILABLE, f"etcdserver: no leader ({exc})") from None
-        except StoreTimeoutError as exc:
-            raise GatewayError(
-                GrpcCode.DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
-            ) from None
 
     async def _linearize(self) -> None:
-        try:
+        with _as_gateway_errors():
             await self.node.read_index()
-        except ProposalDroppedError as exc:
-            raise GatewayError(GrpcCode.UNAVAILABLE, f"etcdserver: no leader ({exc})") from None
-        except StoreTimeoutError as exc:
-            raise GatewayError(
-                GrpcCode.DEADLINE_EXCEEDED, f"etcdserver: request timed out ({exc})"
-            ) from None
 
     # -- KV --------------------------------------------------------------------------
 
