@@ -50,7 +50,25 @@ from kubelab.storeclient.wire import (
 )
 
 
-class WatchStream(ABC):
+class _Closing(ABC):
+    """Something to `close`, also at the end of a ``with`` block."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class WatchStream(_Closing):
     """An open watch: iterate it for `WatchResponse` frames; `close` cancels it.
 
     Its first frame has `created`; a compacted start revision ends it with a `canceled`
@@ -70,19 +88,8 @@ class WatchStream(ABC):
     def close(self) -> None:
         """Cancel the watch; safe from any thread, and more than once."""
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class KVStore(ABC):
+class KVStore(_Closing):
     """etcd v3's range, put, delete range, txn, compaction and watch (thread-safe)."""
 
     # -- the calls, as callers write them --------------------------------------------------
@@ -189,14 +196,3 @@ class KVStore(ABC):
     def close(self) -> None:
         """Release what the implementation holds (a client's kept-alive connections, an
         in-process store's state)."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
