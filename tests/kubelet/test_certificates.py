@@ -123,7 +123,9 @@ def bootstrap_token(apiserver: Environment) -> str:
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {"name": "kubeadm:kubelet-bootstrap"},
+        # Its own name: tests/unit/test_labadm.py makes kubeadm's binding (for kubeadm's
+        # token group) in the same test apiserver.
+        "metadata": {"name": f"kubelet-bootstrap-{token_id}"},
         "roleRef": {
             "apiGroup": "rbac.authorization.k8s.io",
             "kind": "ClusterRole",
