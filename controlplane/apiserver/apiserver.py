@@ -25,15 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flask import Response, request
-
 from kubelab import fastjson, storeclient
 from kubelab.api import errors, resources
 from kubelab.api.conversion import VIEWS
 from kubelab.api.resources import RESOURCES, Resource
 from kubelab.storeclient import KVStore
 
-from . import apiservices, authz, kubelet
+from . import apiservices, authz, kubelet, subresources
 from .admission import SYSTEM_NAMESPACES, Chain
 from .admission.priority import system_classes
 from .audit import AuditLog
@@ -47,8 +45,7 @@ from .authn import (
 from .authz import BOOTSTRAP_POLICY, Authorizer
 from .crds import CRDController
 from .metrics import Metrics
-from .registry import Registry
-from .requestinfo import RequestInfo
+from .registry import STATUS, Registry
 from .services import ServiceAllocator
 from .storage import KeyNotFound, RevisionConflict, Storage
 from .strategies import now_rfc3339
@@ -57,18 +54,6 @@ from .watchcache import Cacher
 
 log = logging.getLogger("kubelab.apiserver")
 Object = dict[str, Any]
-# Request headers an upgraded stream needs at the kubelet (the client's credentials stay
-# here: they are the apiserver's business, not the kubelet's).
-_UPGRADE_HEADERS = (
-    "connection",
-    "upgrade",
-    "sec-websocket-key",
-    "sec-websocket-version",
-    "sec-websocket-protocol",
-    "sec-websocket-extensions",
-    "x-stream-protocol-version",
-    "content-length",
-)
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -175,6 +160,7 @@ class APIServer:
         )
         self.metrics = Metrics()
         self.kubelets = kubelet.KubeletClient(config.kubelet_auth)
+        self.subresources = subresources.storage(self)
         self.audit = AuditLog(config.audit_log_path)
         self.bootstrapped = False
 
@@ -374,7 +360,7 @@ class APIServer:
                 name,
                 lambda obj: apiservices.available(obj, now_rfc3339()),
                 SYSTEM,
-                "status",
+                STATUS,
             )
 
     def _reconcile_policy(self, r: Resource, wanted: dict[str, Any]) -> None:
@@ -403,7 +389,7 @@ class APIServer:
         def change(current: dict[str, Any]) -> dict[str, Any]:
             return authz.reconcile(current, wanted) or current
 
-        self.registry.update_with(r, "", name, change, SYSTEM, "")
+        self.registry.update_with(r, "", name, change, SYSTEM)
         log.info("apiserver: reconciled %s %s with the default policy", r.group_resource, name)
 
     # -- what the app serves -------------------------------------------------------------
@@ -426,94 +412,6 @@ class APIServer:
     @staticmethod
     def version_info() -> dict[str, str]:
         return dict(KUBERNETES_VERSION)
-
-    def kubelet_proxy(
-        self, r: Resource, namespace: str, info: RequestInfo, user: UserInfo
-    ) -> Response:
-        """The live-data path: pod logs, exec, attach, port-forward and the node proxy,
-        from the node's kubelet (see `kubelet`)."""
-        nodes = _resource("nodes")
-        if r.kind == "Pod":
-            pod = self.registry.get(r, namespace, info.name)
-            node_name = pod.get("spec", {}).get("nodeName") or ""
-            if not node_name:
-                raise errors.bad_request(
-                    f"pod {info.name} is not scheduled to a node yet; {info.subresource} needs "
-                    "a running container"
-                )
-            if info.subresource in ("exec", "attach", "portforward"):
-                return self._upgrade(r, pod, node_name, info, user)
-            if info.subresource != "log":
-                raise errors.service_unavailable(
-                    f"{info.subresource} goes to the pod's own address, which needs the pod "
-                    "network; use kubectl port-forward meanwhile"
-                )
-            if info.verb != "get":
-                raise errors.method_not_allowed(f"{r.plural}/{info.subresource} is read-only")
-            path, follow = kubelet.log_path(pod, request.args.to_dict())
-        elif r.kind != "Node":
-            raise errors.service_unavailable(
-                f"{r.plural}/proxy goes to the service's endpoints, which needs the pod "
-                "network; use kubectl port-forward meanwhile"
-            )
-        else:
-            if info.verb != "get":
-                raise errors.method_not_allowed("the node proxy is only served for GET")
-            node_name = info.name
-            rest = request.full_path.split(f"/nodes/{info.name}/proxy", 1)[1]
-            path, follow = "/" + rest.lstrip("/").rstrip("?"), False
-        node = self.registry.get(nodes, "", node_name)
-        body = self.kubelets.stream(node, path, follow)
-        return Response(
-            body, mimetype="text/plain" if r.kind == "Pod" else None, direct_passthrough=True
-        )
-
-    def _upgrade(
-        self, r: Resource, pod: Object, node_name: str, info: RequestInfo, user: UserInfo
-    ) -> Response:
-        """exec, attach, port-forward: tunnel the client's upgrade to the kubelet."""
-        # A WebSocket upgrade arrives as GET; it acts like a create, so it needs that right.
-        create = RequestInfo(
-            verb="create",
-            path=info.path,
-            is_resource=True,
-            group=r.group,
-            version=r.version,
-            namespace=info.namespace,
-            resource=r.plural,
-            subresource=info.subresource,
-            name=info.name,
-        )
-        if not self.authz.authorize(user, create).allowed:
-            raise errors.forbidden_request(
-                user.name, "create", r.plural, r.group, info.namespace, info.name, info.subresource
-            )
-        if "upgrade" not in request.headers.get("Connection", "").lower():
-            raise errors.bad_request(
-                f"{info.subresource} needs a connection upgrade (WebSocket or SPDY), as "
-                "kubectl sends it"
-            )
-        take_over = request.environ.get("kubelab.take_over")
-        if take_over is None:
-            raise errors.service_unavailable("this server cannot hand over connections")
-        path = kubelet.stream_path(
-            pod, info.subresource, request.query_string.decode(), request.args.to_dict()
-        )
-        node = self.registry.get(_resource("nodes"), "", node_name)
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() in _UPGRADE_HEADERS]
-        upgrade = request.environ.get("kubelab.upgrade")  # kept aside by the server
-        if upgrade:
-            headers.append(("Upgrade", upgrade))
-        log.info(
-            "apiserver: %s %s/%s for %s via the kubelet of %s",
-            info.subresource,
-            info.namespace,
-            info.name,
-            user.name,
-            node_name,
-        )
-        self.kubelets.tunnel(node, f"{request.method} {path} HTTP/1.1", headers, take_over)
-        return Response(b"", status=101)
 
     def resource_metrics(self, r: Resource, namespace: str, name: str) -> Object:
         """metrics.k8s.io, from every registered node's /stats/summary."""

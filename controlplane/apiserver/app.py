@@ -9,9 +9,10 @@ and ends in one audit record and one sample of the request metrics. Errors anywh
 back as a `Status` object (`kubelab.api.errors`), never as a traceback: an unexpected
 exception is logged here with its traceback and answered with a 500 Status that says so.
 
-Resource paths are parsed once (`requestinfo`) and dispatched by verb; the handlers for
-the special subresources (scale, binding, token, approval, finalize, eviction) and the
-review resources (SelfSubjectAccessReview, TokenReview, ...) live in `handlers`.
+Resource paths are parsed once (`requestinfo`) and dispatched by verb: the main
+resource's verbs here, over the registry (or a conversion view); a subresource's to its
+REST object (`subresources`: status, scale, binding, eviction, log, exec, token, ...); the
+review resources (SelfSubjectAccessReview, TokenReview, ...) to `handlers`.
 Watches stream newline-delimited JSON events, one per chunk, as the real API does.
 """
 
@@ -255,7 +256,7 @@ def create_app(server: APIServer) -> Flask:
         if info.verb not in r.verbs and not info.subresource:
             raise errors.method_not_allowed(f"{info.verb} is not supported on {r.group_resource}")
         if info.subresource:
-            return handlers.subresource(server, r, info, g.user)
+            return server.subresources.serve(r, info, g.user)
         if not r.stored:
             answer = handlers.virtual(server, r, info, g.user)
             return json_response(answer, 201 if info.verb == "create" else 200)

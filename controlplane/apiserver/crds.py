@@ -41,7 +41,7 @@ from kubelab.api.resources import ALL_VERBS, Resource
 
 from . import conversion, discovery, fieldvalidation, openapi, strategies, tables
 from .authn import UserInfo
-from .registry import DeleteOptions, Registry
+from .registry import STATUS, DeleteOptions, Registry
 from .strategies.apiextensions import FINALIZER
 from .strategies.generic import Strategy
 from .views import ConvertedView
@@ -422,7 +422,7 @@ class CRDController:
             return new
 
         try:
-            self.registry.update_with(CRD, "", crd["metadata"]["name"], change, self.user, "status")
+            self.registry.update_with(CRD, "", crd["metadata"]["name"], change, self.user, STATUS)
         except errors.StatusError as exc:
             if exc.code != 404:
                 raise
@@ -461,7 +461,7 @@ class CRDController:
             return new
 
         try:
-            self.registry.update_with(CRD, "", name, drop, self.user, "")
+            self.registry.update_with(CRD, "", name, drop, self.user)
         except errors.StatusError as exc:
             if exc.code != 404:
                 raise

@@ -1,47 +1,34 @@
-"""Subresources and review resources: the parts of the API that are not plain CRUD.
+"""Review resources, and what every handler reads of a request and writes back.
 
-* ``status``: GET reads the object; PUT/PATCH change only its status.
-* ``scale``: an autoscaling/v1 Scale view of a workload's replicas (``kubectl scale``).
-* ``binding``: the scheduler's decision, a Binding that sets a pod's ``spec.nodeName``
-  once (a second binding is a 409).
-* ``serviceaccounts/token``: a TokenRequest answered with a signed token
-  (``kubectl create token``).
-* ``namespaces/finalize``, ``certificatesigningrequests/approval``: writes of one field.
-* ``pods/eviction``: an Eviction deletes the pod if its disruption budget allows (`eviction`).
-* ``pods/log|exec|attach|portforward``, ``nodes/proxy``: the live-data path, proxied to
-  the node's kubelet (`kubelet_proxy`).
 * Reviews (never stored): SelfSubjectAccessReview and SelfSubjectRulesReview
   (``kubectl auth can-i``), SubjectAccessReview, TokenReview, SelfSubjectReview
-  (``kubectl auth whoami``).
+  (``kubectl auth whoami``): a table by kind.
+* ``metrics.k8s.io``: read-only, from the kubelets (`APIServer.resource_metrics`).
+* The request helpers the main resource's handlers (`app`) and the subresources' REST
+  objects (`subresources`) share: the body, ``dryRun``, the field manager, the JSON answer.
 """
 
 from __future__ import annotations
 
-import copy
-import datetime
-import functools
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flask import Response, request
 
 from kubelab import fastjson
-from kubelab.api import errors, patch
-from kubelab.api.resources import Resource, lookup
+from kubelab.api import errors
+from kubelab.api.resources import Resource
 
-from . import eviction
 from .authn import API_AUDIENCE, UserInfo
 from .authz import MASTERS, NODES
-from .registry import DeleteOptions, decode_body, parse_dry_run, patch_error
+from .registry import decode_body, parse_dry_run
 from .requestinfo import RequestInfo
-from .strategies import for_resource, now_rfc3339
+from .strategies import now_rfc3339
 
 if TYPE_CHECKING:
     from .apiserver import APIServer
 
 Object = dict[str, Any]
-MAX_TOKEN_SECONDS = 365 * 24 * 3600
 
 
 def json_response(body: Any, status: int = 200) -> Response:
@@ -50,11 +37,13 @@ def json_response(body: Any, status: int = 200) -> Response:
     return Response(fastjson.dumps(body) + b"\n", status=status, mimetype="application/json")
 
 
-def _body() -> Object:
+def request_body() -> Object:
+    """The request's body as an object (JSON, YAML or protobuf, by its Content-Type)."""
     return decode_body(request.get_data(), request.content_type or "")
 
 
-def _dry_run() -> bool:
+def dry_run() -> bool:
+    """Whether the request asks for ``dryRun=All`` (400 for any other value)."""
     return parse_dry_run(request.args.get("dryRun"))
 
 
@@ -71,252 +60,6 @@ def field_manager() -> str:
     return manager or "unknown"
 
 
-def subresource(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -> Response:
-    sub, verb = info.subresource, info.verb
-    if sub not in r.subresources:
-        raise errors.StatusError(404, "NotFound", f"{r.group_resource} has no subresource {sub!r}")
-    reg = server.registry
-    ns = info.namespace if r.namespaced else ""
-    if sub == "status":
-        served = server.registry_for(r)
-        if verb == "get":
-            return json_response(served.get(r, ns, info.name))
-        if verb == "update":
-            return json_response(
-                served.update(r, ns, info.name, _body(), user, "status", _dry_run())
-            )
-        if verb == "patch":
-            return json_response(
-                served.patch(
-                    r,
-                    ns,
-                    info.name,
-                    request.get_data(),
-                    request.content_type or "",
-                    user,
-                    "status",
-                    _dry_run(),
-                )
-            )
-    if sub == "scale":
-        return _scale(server, r, ns, info, user)
-    if sub == "binding" and verb == "create":
-        return _bind(server, r, ns, info.name, _body(), user)
-    if sub == "token" and verb == "create":
-        return _token(server, ns, info.name, _body())
-    if sub in ("finalize", "approval") and verb == "update":
-        return _one_field(server, r, ns, info.name, sub, _body(), user)
-    if sub == "eviction" and verb == "create":
-        body = _body()
-        options = DeleteOptions.parse(dict(request.args), body.get("deleteOptions"))
-        eviction.admit_eviction(
-            reg.get(r, ns, info.name),
-            server.cached_list("poddisruptionbudgets.policy", ns),
-            functools.partial(server.swap, "poddisruptionbudgets.policy"),
-            dry_run=options.dry_run,
-        )
-        reg.delete(r, ns, info.name, options, user)
-        return json_response(
-            {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "code": 201,
-            },
-            201,
-        )
-    if sub in ("log", "exec", "attach", "portforward", "proxy"):
-        return server.kubelet_proxy(r, ns, info, user)
-    raise errors.method_not_allowed(f"{verb} is not supported on {r.plural}/{sub}")
-
-
-def _scale(server: APIServer, r: Resource, ns: str, info: RequestInfo, user: UserInfo) -> Response:
-    reg, strategy = server.registry_for(r), for_resource(r)
-    if info.verb == "get":
-        return json_response(strategy.to_scale(reg.get(r, ns, info.name)))
-    if info.verb not in ("update", "patch"):
-        raise errors.method_not_allowed(f"{info.verb} is not supported on {r.plural}/scale")
-    if info.verb == "update":
-        wanted = _body()
-    else:
-        current = strategy.to_scale(reg.get(r, ns, info.name))
-        # The read's resourceVersion is not the client's: a patch pins one only if it
-        # sets it (a controller's status write meanwhile must not make it a 409).
-        current["metadata"].pop("resourceVersion", None)
-        media = (request.content_type or "").split(";")[0].strip()
-        try:
-            wanted = patch.apply_patch(
-                "Scale",
-                current,
-                request.get_data(),
-                patch.MERGE_PATCH if media == patch.STRATEGIC_MERGE_PATCH else media,
-            )
-        except patch.PatchError as exc:
-            raise patch_error(exc) from None
-    replicas = wanted.get("spec", {}).get("replicas")
-    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        raise errors.invalid_object(
-            "Scale",
-            info.name,
-            [errors.invalid("spec.replicas", replicas, "must be greater than or equal to 0")],
-            "autoscaling",
-        )
-    rv = str(wanted.get("metadata", {}).get("resourceVersion") or "")
-    body = json.dumps(
-        {"metadata": {"resourceVersion": rv} if rv else {}, **strategy.scale_patch(replicas)}
-    ).encode()
-    updated = reg.patch(
-        r,
-        ns,
-        info.name,
-        body,
-        "application/merge-patch+json",
-        user,
-        dry_run=_dry_run(),
-        manager=field_manager(),
-    )
-    return json_response(strategy.to_scale(updated))
-
-
-def _bind(
-    server: APIServer, r: Resource, ns: str, name: str, binding: Object, user: UserInfo
-) -> Response:
-    target = binding.get("target")
-    node = target.get("name") if isinstance(target, dict) else None
-    if not node or not isinstance(node, str):
-        raise errors.invalid_object("Binding", name, [errors.required("target.name")])
-    pod_name = binding.get("metadata", {}).get("name", name)
-    if pod_name != name:
-        raise errors.bad_request("the Binding's name must be the pod's name")
-
-    def bind(old: Object) -> Object:
-        if old.get("metadata", {}).get("deletionTimestamp"):
-            raise errors.conflict(
-                "pods", name, why="pod is being deleted, cannot be assigned a host"
-            )
-        if old.get("spec", {}).get("nodeName"):
-            raise errors.conflict(
-                "pods",
-                name,
-                why=(f'pod {name} is already assigned to node "{old["spec"]["nodeName"]}"'),
-            )
-        new = copy.deepcopy(old)
-        new["spec"]["nodeName"] = node
-        conditions = [
-            c
-            for c in new.setdefault("status", {}).get("conditions", [])
-            if c.get("type") != "PodScheduled"
-        ]
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastTransitionTime": now_rfc3339(),
-                "lastProbeTime": None,
-            }
-        )
-        new["status"]["conditions"] = conditions
-        return new
-
-    server.registry.update_with(r, ns, name, bind, user, "binding")
-    return json_response(
-        {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
-        201,
-    )
-
-
-def _token(server: APIServer, ns: str, name: str, request_body: Object) -> Response:
-    sa_resource = lookup("", "v1", "serviceaccounts")
-    assert sa_resource is not None
-    account = server.registry.get(sa_resource, ns, name)
-    spec = request_body.get("spec") or {}
-    seconds = spec.get("expirationSeconds") or 3600
-    if not isinstance(seconds, int) or isinstance(seconds, bool):
-        raise errors.bad_request("spec.expirationSeconds must be an integer number of seconds")
-    too_long = f"may not exceed {MAX_TOKEN_SECONDS} seconds (one year)"
-    too_short = "may not specify a duration less than 10 minutes"
-    wrong = too_long if seconds > MAX_TOKEN_SECONDS else too_short if seconds < 600 else ""
-    if wrong:
-        raise errors.invalid_object(
-            "TokenRequest",
-            name,
-            [errors.invalid("spec.expirationSeconds", seconds, wrong)],
-            "authentication.k8s.io",
-        )
-    bound = None
-    ref = spec.get("boundObjectRef") or {}
-    if not isinstance(ref, dict):
-        raise errors.bad_request("spec.boundObjectRef must be an object")
-    if ref:
-        if ref.get("kind") != "Pod":
-            raise errors.invalid_object(
-                "TokenRequest",
-                name,
-                [errors.not_supported("spec.boundObjectRef.kind", ref.get("kind"), ["Pod"])],
-                "authentication.k8s.io",
-            )
-        pods = lookup("", "v1", "pods")
-        assert pods is not None
-        pod = server.registry.get(pods, ns, str(ref.get("name", "")))
-        if ref.get("uid") and ref["uid"] != pod["metadata"]["uid"]:
-            raise errors.conflict(
-                "pods",
-                pod["metadata"]["name"],
-                why=(
-                    f"the uid in boundObjectRef ({ref['uid']}) is not the pod's "
-                    f"({pod['metadata']['uid']})"
-                ),
-            )
-        bound = (pod["metadata"]["name"], pod["metadata"]["uid"])
-    token, exp = server.issuer.issue(
-        ns,
-        name,
-        account["metadata"]["uid"],
-        audiences=spec.get("audiences"),
-        expiration_seconds=seconds,
-        bound_pod=bound,
-    )
-    expires = datetime.datetime.fromtimestamp(exp, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return json_response(
-        {
-            "kind": "TokenRequest",
-            "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "creationTimestamp": now_rfc3339(),
-            },
-            "spec": {**spec, "expirationSeconds": seconds},
-            "status": {"token": token, "expirationTimestamp": expires},
-        },
-        201,
-    )
-
-
-def _one_field(
-    server: APIServer, r: Resource, ns: str, name: str, sub: str, body: Object, user: UserInfo
-) -> Response:
-    """namespaces/finalize writes spec.finalizers; csr/approval writes status.conditions."""
-    path = ("spec", "finalizers") if sub == "finalize" else ("status", "conditions")
-    section = body.get(path[0])
-    value = section.get(path[1], []) if isinstance(section, dict) else None
-    if not isinstance(value, list):
-        raise errors.bad_request(f"{'.'.join(path)} must be a list")
-    patch_body = json.dumps({path[0]: {path[1]: value}}).encode()
-    updated = server.registry.patch(
-        r,
-        ns,
-        name,
-        patch_body,
-        "application/merge-patch+json",
-        user,
-        "status" if sub == "approval" else "",
-        _dry_run(),
-    )
-    return json_response(updated)
-
-
 # -- reviews -----------------------------------------------------------------------------
 
 
@@ -328,7 +71,7 @@ def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -
         return server.resource_metrics(r, info.namespace, info.name)
     if info.verb != "create":
         raise errors.method_not_allowed(f"only create is supported on {r.group_resource}")
-    body = _body()
+    body = request_body()
     review = _REVIEWS.get(r.kind)
     if review is None:
         raise errors.method_not_allowed(f"{r.group_resource} is not served yet")

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import yaml
 
@@ -39,6 +39,7 @@ from controlplane.apiserver import managedfields, protobuf
 from kubelab import fastjson, storeclient
 from kubelab.api import errors, patch, selectors
 from kubelab.api.defaults import apply_defaults
+from kubelab.api.errors import FieldError
 from kubelab.api.resources import Resource
 
 from . import fieldvalidation
@@ -343,6 +344,40 @@ def _bookmark(r: Resource, revision: int, initial_end: bool = False) -> Object:
     }
 
 
+class UpdateStrategy:
+    """What a write through one REST path of a resource may change, and how the result is
+    judged: the main resource's (this class), its status subresource's (`STATUS`), or
+    another subresource's (a pod's binding, in `subresources.pod`). Kubernetes gives each
+    subresource's REST object its own update strategy (StatusREST keeps everything but
+    the status as stored); so does the registry's write path here, which never asks
+    which subresource it serves. The kind's own rules come from its `Strategy`."""
+
+    subresource: ClassVar[str] = ""
+    """The subresource's name, as admission sees the write ("" for the main resource)."""
+
+    def prepare_for_update(self, strategy: Strategy, new: Object, old: Object) -> Object:
+        """The object to store when a client sent `new` over the stored `old`."""
+        strategy.prepare_for_update(new, old)
+        return new
+
+    def validate_update(self, strategy: Strategy, new: Object, old: Object) -> list[FieldError]:
+        """Every problem of `new` as an update of `old`."""
+        return strategy.validate_update(new, old)
+
+
+class StatusUpdateStrategy(UpdateStrategy):
+    """The status subresource: only the status moves (`Strategy.prepare_for_status_update`)."""
+
+    subresource = "status"
+
+    def prepare_for_update(self, strategy: Strategy, new: Object, old: Object) -> Object:
+        return strategy.prepare_for_status_update(new, old)
+
+
+MAIN = UpdateStrategy()
+STATUS = StatusUpdateStrategy()
+
+
 def patcher(kind: str, body: bytes, content_type: str) -> Callable[[Object], Object]:
     """The change a PATCH request makes to an object of `kind` (415 for a patch type the
     API does not take, 400/415/422 from applying it)."""
@@ -519,7 +554,7 @@ class Registry:
         apply_defaults(r.kind, obj)
         attrs = Attributes("CREATE", r, "", namespace, name, obj, None, user, dry_run)
         self.admission.admit(attrs)
-        self._validate(strategy, obj, None)
+        self._refuse(r, obj, strategy.validate(obj))
         self.admission.validate(attrs)
         key = r.key(namespace, name)
         # Randomly picked addresses (a Service's cluster IP) may collide: pick again from
@@ -559,12 +594,12 @@ class Registry:
         name: str,
         obj: Object,
         user: Any,
-        subresource: str = "",
+        update: UpdateStrategy = MAIN,
         dry_run: bool = False,
         manager: str = "",
     ) -> Object:
-        """PUT: replace the object (or, for "status", only its status); `manager`: see
-        `_write`."""
+        """PUT: replace the object (or what `update`, a subresource's strategy, lets it
+        change: `STATUS` takes only the status); `manager`: see `_write`."""
         self._check_type(r, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -594,7 +629,7 @@ class Registry:
             name,
             lambda _old: fastjson.copy(obj),
             user,
-            subresource,
+            update,
             dry_run,
             current=current,
             retry=not wanted,
@@ -609,13 +644,14 @@ class Registry:
         body: bytes,
         content_type: str,
         user: Any,
-        subresource: str = "",
+        update: UpdateStrategy = MAIN,
         dry_run: bool = False,
         manager: str = "",
     ) -> Object:
-        """PATCH (JSON merge, strategic merge, JSON patch); `manager`: see `_write`."""
+        """PATCH (JSON merge, strategic merge, JSON patch) of what `update` lets change;
+        `manager`: see `_write`."""
         patched = patcher(r.kind, body, content_type)
-        return self._write(r, namespace, name, patched, user, subresource, dry_run, manager=manager)
+        return self._write(r, namespace, name, patched, user, update, dry_run, manager=manager)
 
     def apply(
         self,
@@ -677,7 +713,7 @@ class Registry:
         # Update or, when there is nothing to update, create: one read of the store, the
         # update's own, rather than a look first.
         try:
-            return self._write(r, namespace, name, applied_to, user, "", dry_run)
+            return self._write(r, namespace, name, applied_to, user, MAIN, dry_run)
         except errors.StatusError as exc:
             if exc.code != 404:
                 raise
@@ -699,13 +735,13 @@ class Registry:
         name: str,
         change: Callable[[Object], Object],
         user: Any,
-        subresource: str,
+        update: UpdateStrategy = MAIN,
         dry_run: bool = False,
         manager: str = "",
     ) -> Object:
         """A change computed from the current object (a binding, a patch of a converted
         view) through the full write path."""
-        return self._write(r, namespace, name, change, user, subresource, dry_run, manager=manager)
+        return self._write(r, namespace, name, change, user, update, dry_run, manager=manager)
 
     def _write(
         self,
@@ -714,7 +750,7 @@ class Registry:
         name: str,
         change: Callable[[Object], Object],
         user: Any,
-        subresource: str,
+        update: UpdateStrategy,
         dry_run: bool,
         current: Object | None = None,
         retry: bool = True,
@@ -741,20 +777,15 @@ class Registry:
             if pinned and pinned != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(r.plural, name, r.group)
             new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
-            if subresource == "status":
-                new = strategy.prepare_for_status_update(new, old)
-            elif subresource == "binding":
-                pass  # the server wrote both spec.nodeName and the PodScheduled condition
-            else:
-                strategy.prepare_for_update(new, old)
+            new = update.prepare_for_update(strategy, new, old)
             apply_defaults(r.kind, new)
-            attrs = Attributes("UPDATE", r, subresource, namespace, name, new, old, user, dry_run)
+            attrs = Attributes(
+                "UPDATE", r, update.subresource, namespace, name, new, old, user, dry_run
+            )
             self.admission.admit(attrs)
-            # A binding is the server's own change of spec.nodeName, which the pod update
-            # rules forbid to users: validate the result as an object, not as an update.
-            self._validate(strategy, new, None if subresource == "binding" else old)
+            self._refuse(r, new, update.validate_update(strategy, new, old))
             self.admission.validate(attrs)
-            if manager and not subresource:
+            if manager and not update.subresource:
                 changed, removed = managedfields.changes(r.kind, old, new)
                 if changed or removed:
                     new["metadata"]["managedFields"] = managedfields.record_update(
@@ -980,11 +1011,9 @@ class Registry:
         meta["namespace"] = given
 
     @staticmethod
-    def _validate(strategy: Strategy, obj: Object, old: Object | None) -> None:
-        """422 listing every problem of `obj` (as an update of `old`, if given)."""
-        problems = strategy.validate(obj) if old is None else strategy.validate_update(obj, old)
+    def _refuse(r: Resource, obj: Object, problems: list[FieldError]) -> None:
+        """422 listing every problem of `obj`, if it has any."""
         if problems:
-            r = strategy.resource
             name = str(obj.get("metadata", {}).get("name", ""))
             raise errors.invalid_object(r.kind, name, problems, r.group)
 

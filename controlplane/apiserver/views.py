@@ -16,7 +16,16 @@ from kubelab import fastjson
 from kubelab.api import errors
 from kubelab.api.resources import Resource
 
-from .registry import DeleteOptions, EventStream, ListOptions, Registry, decode_body, patcher
+from .registry import (
+    MAIN,
+    DeleteOptions,
+    EventStream,
+    ListOptions,
+    Registry,
+    UpdateStrategy,
+    decode_body,
+    patcher,
+)
 
 Object = dict[str, Any]
 Convert = Callable[[Object], Object]
@@ -102,7 +111,7 @@ class ConvertedView:
         name: str,
         obj: Object,
         user: Any,
-        subresource: str = "",
+        update: UpdateStrategy = MAIN,
         dry_run: bool = False,
         manager: str = "",
     ) -> Object:
@@ -112,7 +121,7 @@ class ConvertedView:
             name,
             self._incoming(obj),
             user,
-            subresource,
+            update,
             dry_run,
             manager,
         )
@@ -126,7 +135,7 @@ class ConvertedView:
         body: bytes,
         content_type: str,
         user: Any,
-        subresource: str = "",
+        update: UpdateStrategy = MAIN,
         dry_run: bool = False,
         manager: str = "",
     ) -> Object:
@@ -136,7 +145,7 @@ class ConvertedView:
             return self._incoming(patched(self.to_view(old)))
 
         stored = self.registry.update_with(
-            self.storage, namespace, name, change, user, subresource, dry_run, manager
+            self.storage, namespace, name, change, user, update, dry_run, manager
         )
         return self.to_view(stored)
 
