@@ -25,9 +25,9 @@ class TokenREST(SubresourceREST):
         self.registry, self.issuer = registry, issuer
 
     def create(self, req: SubresourceRequest) -> Response:
-        ns, name = req.namespace, req.name
+        ns, name, body = req.namespace, req.name, request_body()
         account = self.registry.get(req.resource, ns, name)
-        spec = request_body().get("spec") or {}
+        spec = body.get("spec") or {}
         seconds = spec.get("expirationSeconds") or 3600
         if not isinstance(seconds, int) or isinstance(seconds, bool):
             raise errors.bad_request("spec.expirationSeconds must be an integer number of seconds")
