@@ -9,11 +9,12 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from flask import Flask
 
 from controlplane.apiserver.apiserver import APIServer
 from controlplane.apiserver.authn import UserInfo
 from controlplane.apiserver.requestinfo import RequestInfo
-from controlplane.apiserver.subresources import SubresourceStorage, storage
+from controlplane.apiserver.subresources import SubresourceRequest, SubresourceStorage, storage
 from controlplane.apiserver.subresources.generic import ScaleREST, StatusREST
 from controlplane.apiserver.subresources.pod import BindingREST
 from kubelab.api import errors
@@ -98,3 +99,21 @@ def test_what_a_subresource_does_not_serve_is_refused_before_any_read(
         _storage().serve(r, _request(plural, sub, verb), UserInfo("alice"))
     assert refused.value.code == code
     assert message in refused.value.message
+
+
+@pytest.mark.parametrize("spec", [[], "3", None])
+def test_a_scale_whose_spec_is_not_an_object_is_invalid_not_a_server_error(spec: Any) -> None:
+    deployments = lookup("apps", "v1", "deployments")
+    assert deployments is not None
+    info = dataclasses.replace(
+        _request("deployments", "scale", "update"), group="apps", resource="deployments"
+    )
+    scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "spec": spec}
+    request = SubresourceRequest(deployments, info, UserInfo("alice"))
+    with (
+        Flask(__name__).test_request_context(method="PUT", json=scale),
+        pytest.raises(errors.StatusError) as refused,
+    ):
+        ScaleREST(lambda r: cast(Any, None)).serve(request)
+    assert refused.value.code == 422
+    assert "spec.replicas" in refused.value.message
