@@ -24,6 +24,17 @@ from. This is the shape client-go gives every controller of kube-controller-mana
   a cache may only not be listed yet, and a controller trusting that absence would
   create duplicates or delete what it should keep.
 
+Tracing (docs/architecture.md, "Tracing"): with the manager's tracer, each watch
+event a shared informer delivers is a span (`Informer.event`), and each key a worker
+takes is two: `WorkQueue.wait`, from the moment the key was queued until a worker took
+it, and `Controller.reconcile` (`kubelab.controller` names the controller), the sync
+with the object's attributes. Both continue the trace kept in the object's annotation
+(`kubelab.tracing.extract`): the trace of the write that made the change the
+controller reconciles. The controller's writes happen inside the reconcile span, so
+each is a `Client.<verb>` span of it and its request carries the reconcile's
+`traceparent`: the apiserver keeps it on what the controller writes (the ReplicaSet a
+Deployment's reconcile creates), and the next controller continues from there.
+
 Informers are shared: `InformerFactory` makes one per resource, whichever controllers
 ask for it, so the namespace cache that four controllers read costs one list and one
 watch. Each controller gets its own REST client (`ControllerContext.client_for`) with its
@@ -43,6 +54,9 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
+from opentelemetry import trace
+
+from kubelab import tracing
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import Resource
 from kubelab.client import (
@@ -66,6 +80,11 @@ look at the key again because it is waiting for something that sends no event.""
 LOG_PREFIX = "kubelab.controllers"
 
 log = logging.getLogger(LOG_PREFIX)
+
+CONTROLLER_ATTRIBUTE = "kubelab.controller"
+"""The span attribute naming the controller (its worker pool) that reconciled."""
+KEY_ATTRIBUTE = "kubelab.workqueue.key"
+"""The span attribute of the work-queue key reconciled."""
 
 NAMESPACES = resource_for("v1", "Namespace")
 """The resource several controllers watch (namespaces), shared by them."""
@@ -100,7 +119,11 @@ class Controller(Protocol):
 
 class Workers(Generic[K]):
     """Threads that feed the keys of one work queue to `sync`, following the loop of the
-    module docstring; `run` starts them and returns once they have all finished."""
+    module docstring; `run` starts them and returns once they have all finished.
+
+    With a `tracer`, each key is traced (module docstring); `objects` is the informer
+    whose cache holds the object a key names, where the key is one ("namespace/name"),
+    for the reconcile's attributes and the trace it continues."""
 
     def __init__(
         self,
@@ -108,11 +131,16 @@ class Workers(Generic[K]):
         queue: WorkQueue[K],
         sync: Callable[[K], SyncResult],
         logger: logging.Logger,
+        *,
+        tracer: trace.Tracer | None = None,
+        objects: SharedInformer | None = None,
     ) -> None:
         self.name = name
         self.queue = queue
         self._sync = sync
         self._log = logger
+        self._tracer = tracer
+        self._objects = objects
 
     def run(self, count: int, stop: threading.Event) -> None:
         """Work with `count` threads until `stop` is set, then shut the queue down and
@@ -131,38 +159,68 @@ class Workers(Generic[K]):
     def _work(self, stop: threading.Event) -> None:
         while True:
             try:
-                key = self.queue.get()
+                key, waited = self.queue.get_with_wait()
             except ShutDown:
                 return
             try:
                 # Once stopped (leadership lost), the keys still queued are the next
                 # leader's business: acting on them would make two controllers act.
                 if not stop.is_set():
-                    self._sync_one(key)
+                    self._reconcile(key, waited)
             finally:
                 self.queue.done(key)
 
-    def _sync_one(self, key: K) -> None:
+    def _reconcile(self, key: K, waited: float) -> None:
+        """`_sync_one`, as the spans of the module docstring when tracing."""
+        tracer = self._tracer
+        if tracer is None:
+            self._sync_one(key)
+            return
+        obj = None
+        if self._objects is not None and isinstance(key, str):
+            obj = self._objects.indexer.get(key)
+        context = tracing.extract(obj) if obj is not None else None
+        now = time.time_ns()
+        wait = tracer.start_span(
+            "WorkQueue.wait", context=context, start_time=now - int(waited * 1e9)
+        )
+        if wait.is_recording():
+            wait.set_attributes({CONTROLLER_ATTRIBUTE: self.name, KEY_ATTRIBUTE: str(key)})
+        wait.end(end_time=now)
+        with tracer.start_as_current_span("Controller.reconcile", context=context) as span:
+            if span.is_recording():
+                if obj is not None:
+                    assert self._objects is not None
+                    span.set_attributes(tracing.object_attributes(obj, self._objects.resource.kind))
+                span.set_attributes({CONTROLLER_ATTRIBUTE: self.name, KEY_ATTRIBUTE: str(key)})
+            failure = self._sync_one(key)
+            if failure is not None:
+                span.set_status(trace.Status(trace.StatusCode.ERROR, failure))
+
+    def _sync_one(self, key: K) -> str | None:
+        """Sync `key` and queue it again as the outcome says; what failed, or None."""
         try:
             wait = self._sync(key)
         except StatusError as exc:
             # 409: the cache was behind the apiserver; the retry reads a newer state.
             level = logging.INFO if exc.code == 409 else logging.WARNING
-            self._retry(key, level, f"{exc} ({exc.code} {exc.reason})")
+            return self._retry(key, level, f"{exc} ({exc.code} {exc.reason})")
         except (ServerUnreachable, SyncError) as exc:
-            self._retry(key, logging.WARNING, str(exc))
-        except Exception:
+            return self._retry(key, logging.WARNING, str(exc))
+        except Exception as exc:
             self._log.exception("syncing %s failed, will retry", key)
             self.queue.add_rate_limited(key)
-        else:
-            self.queue.forget(key)
-            if wait is not None:
-                self.queue.add_after(key, wait)
+            return f"{type(exc).__name__}: {exc}"
+        self.queue.forget(key)
+        if wait is not None:
+            self.queue.add_after(key, wait)
+        return None
 
-    def _retry(self, key: K, level: int, why: str) -> None:
+    def _retry(self, key: K, level: int, why: str) -> str:
         failures = self.queue.num_requeues(key) + 1
         self._log.log(level, "syncing %s failed (%d in a row), will retry: %s", key, failures, why)
         self.queue.add_rate_limited(key)
+        return why
 
 
 def run_workers(stop: threading.Event, count: int, *pools: Workers[K]) -> None:
@@ -227,8 +285,9 @@ class InformerFactory:
     (client-go's SharedInformerFactory). Controllers ask while they are built; `start`
     then runs them all. Not thread-safe: build, then start, from one thread."""
 
-    def __init__(self, client: RestClient) -> None:
+    def __init__(self, client: RestClient, tracer: trace.Tracer | None = None) -> None:
         self._client = client
+        self._tracer = tracer
         self._informers: dict[str, SharedInformer] = {}
         self._threads: list[threading.Thread] = []
 
@@ -239,7 +298,7 @@ class InformerFactory:
         """The informer of `resource`, made on first request."""
         informer = self._informers.get(resource.group_resource)
         if informer is None:
-            informer = SharedInformer(self._client, resource)
+            informer = SharedInformer(self._client, resource, tracer=self._tracer)
             self._informers[resource.group_resource] = informer
         return informer
 
@@ -275,7 +334,8 @@ class InformerFactory:
 
 class ControllerContext:
     """What a controller is built from: the shared informers, a way to get a REST client
-    of its own, and the settings from the command line that concern it."""
+    of its own, the settings from the command line that concern it, and the tracer of
+    the controller-manager (None: tracing off) for its `Workers`."""
 
     def __init__(
         self,
@@ -286,8 +346,10 @@ class ControllerContext:
         qps: float | None,
         burst: int,
         args: argparse.Namespace | None = None,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.config = config
+        self.tracer = tracer
         self.args = args if args is not None else argparse.Namespace()
         """The command line, for the flags a controller reads itself (its module's
         `Settings.from_args`), with their defaults where a flag was not given."""
@@ -305,6 +367,7 @@ class ControllerContext:
             user_agent=f"kube-controller-manager/{controller}",
             qps=self._qps,
             burst=self._burst,
+            tracer=self.tracer,
         )
         self._clients.append(client)
         return client

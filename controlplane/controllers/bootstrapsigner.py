@@ -50,6 +50,7 @@ class BootstrapSigner:
     name = NAME
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._clock = clock
         self._client = ctx.client_for(NAME)
         self._log = controller_logger(NAME)
@@ -75,7 +76,9 @@ class BootstrapSigner:
             self.queue.add(CLUSTER_INFO)
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, self._log).run(workers, stop)
+        Workers(
+            NAME, self.queue, self.sync, self._log, tracer=self._tracer, objects=self._config_maps
+        ).run(workers, stop)
 
     def signatures(self, content: str) -> tuple[dict[str, str], float | None]:
         """The entries cluster-info should carry, and the seconds until the first of

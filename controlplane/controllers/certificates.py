@@ -188,6 +188,7 @@ class CSRApprovingController:
     name = APPROVING
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._clock = clock
         self._client = ctx.client_for(APPROVING)
         self._log = controller_logger(APPROVING)
@@ -202,7 +203,9 @@ class CSRApprovingController:
             self.queue.add(object_key(csr))
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(APPROVING, self.queue, self.sync, self._log).run(workers, stop)
+        Workers(
+            APPROVING, self.queue, self.sync, self._log, tracer=self._tracer, objects=self._csrs
+        ).run(workers, stop)
 
     def sync(self, name: str) -> SyncResult:
         csr = self._csrs.indexer.get(name)
@@ -355,6 +358,7 @@ class CSRSigningController:
     name = SIGNING
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         settings = SigningSettings.from_args(ctx.args)
         self._ca = settings.load()
         self._duration = datetime.timedelta(seconds=settings.duration)
@@ -372,7 +376,9 @@ class CSRSigningController:
             self.queue.add(object_key(csr))
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(SIGNING, self.queue, self.sync, self._log).run(workers, stop)
+        Workers(
+            SIGNING, self.queue, self.sync, self._log, tracer=self._tracer, objects=self._csrs
+        ).run(workers, stop)
 
     def sync(self, name: str) -> SyncResult:
         csr = self._csrs.indexer.get(name)
@@ -442,6 +448,7 @@ class TokenCleaner:
     name = TOKEN_CLEANER
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._clock = clock
         self._client = ctx.client_for(TOKEN_CLEANER)
         self._log = controller_logger(TOKEN_CLEANER)
@@ -456,7 +463,14 @@ class TokenCleaner:
             self.queue.add(object_key(secret))
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(TOKEN_CLEANER, self.queue, self.sync, self._log).run(workers, stop)
+        Workers(
+            TOKEN_CLEANER,
+            self.queue,
+            self.sync,
+            self._log,
+            tracer=self._tracer,
+            objects=self._secrets,
+        ).run(workers, stop)
 
     def sync(self, key: str) -> SyncResult:
         secret = self._secrets.indexer.get(key)

@@ -190,6 +190,7 @@ class CronJobController:
     name = NAME
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._clock = clock
         self._client = ctx.client_for(NAME)
         self._events = EventRecorder(self._client, "cronjob-controller", clock=clock)
@@ -217,7 +218,9 @@ class CronJobController:
 
     def run(self, workers: int, stop: threading.Event) -> None:
         with self._events:
-            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+            Workers(
+                NAME, self.queue, self.sync, log, tracer=self._tracer, objects=self._cronjobs
+            ).run(workers, stop)
 
     def sync(self, key: str) -> SyncResult:
         cronjob = self._cronjobs.indexer.get(key)

@@ -87,6 +87,7 @@ class DeploymentController:
     name = NAME
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._client = ctx.client_for(NAME)
         self._events = EventRecorder(self._client, NAME)
         self._clock = clock
@@ -107,7 +108,9 @@ class DeploymentController:
 
     def run(self, workers: int, stop: threading.Event) -> None:
         with self._events:
-            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+            Workers(
+                NAME, self.queue, self.sync, log, tracer=self._tracer, objects=self._deployments
+            ).run(workers, stop)
 
     # -- handlers ------------------------------------------------------------------------
 

@@ -161,6 +161,7 @@ class DisruptionController:
     name = NAME
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._clock = clock
         self._client: RestClient = ctx.client_for(NAME)
         self._events = EventRecorder(self._client, "controllermanager", clock=clock)
@@ -180,7 +181,9 @@ class DisruptionController:
 
     def run(self, workers: int, stop: threading.Event) -> None:
         with self._events:
-            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+            Workers(
+                NAME, self.queue, self.sync, log, tracer=self._tracer, objects=self._budgets
+            ).run(workers, stop)
 
     def _budget_changed(self, budget: Object) -> None:
         self.queue.add(object_key(budget))

@@ -187,6 +187,7 @@ class ServicePodController:
     informers, and handlers that queue the Services (by key) a change concerns."""
 
     def __init__(self, ctx: ControllerContext, name: str) -> None:
+        self._tracer = ctx.tracer
         self.name = name
         self._log = controller_logger(name)
         self._client = ctx.client_for(name)
@@ -207,7 +208,9 @@ class ServicePodController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(self.name, self.queue, self.sync, self._log).run(workers, stop)
+        Workers(
+            self.name, self.queue, self.sync, self._log, tracer=self._tracer, objects=self._services
+        ).run(workers, stop)
 
     def sync(self, key: str) -> SyncResult:
         raise NotImplementedError

@@ -89,6 +89,7 @@ class EndpointSliceMirroringController:
     name = NAME
 
     def __init__(self, ctx: ControllerContext) -> None:
+        self._tracer = ctx.tracer
         self._client = ctx.client_for(NAME)
         self.queue: WorkQueue[str] = WorkQueue()
         self._services = ctx.informers.informer(SERVICES)
@@ -105,7 +106,9 @@ class EndpointSliceMirroringController:
         self.queue.add(object_key(obj))
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        Workers(NAME, self.queue, self.sync, log, tracer=self._tracer, objects=self._endpoints).run(
+            workers, stop
+        )
 
     def sync(self, key: str) -> SyncResult:
         service = self._services.indexer.get(key)

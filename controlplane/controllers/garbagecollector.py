@@ -308,6 +308,7 @@ class GarbageCollector:
     name = NAME
 
     def __init__(self, ctx: ControllerContext) -> None:
+        self._tracer = ctx.tracer
         self._client = ctx.client_for(NAME)
         self.attempt_to_delete: WorkQueue[Identity] = WorkQueue()
         self.attempt_to_orphan: WorkQueue[Identity] = WorkQueue()
@@ -349,8 +350,20 @@ class GarbageCollector:
             run_workers(
                 stop,
                 workers,
-                Workers(f"{NAME}-delete", self.attempt_to_delete, self.attempt_to_delete_item, log),
-                Workers(f"{NAME}-orphan", self.attempt_to_orphan, self.orphan_dependents, log),
+                Workers(
+                    f"{NAME}-delete",
+                    self.attempt_to_delete,
+                    self.attempt_to_delete_item,
+                    log,
+                    tracer=self._tracer,
+                ),
+                Workers(
+                    f"{NAME}-orphan",
+                    self.attempt_to_orphan,
+                    self.orphan_dependents,
+                    log,
+                    tracer=self._tracer,
+                ),
             )
         finally:
             resync.join()

@@ -145,6 +145,7 @@ class JobController:
     name = NAME
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._clock = clock
         self._backoff = float(
             getattr(ctx.args, "job_pod_failure_backoff", POD_FAILURE_BACKOFF) or 0.0
@@ -171,7 +172,9 @@ class JobController:
 
     def run(self, workers: int, stop: threading.Event) -> None:
         with self._events:
-            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+            Workers(NAME, self.queue, self.sync, log, tracer=self._tracer, objects=self._jobs).run(
+                workers, stop
+            )
 
     def _job_changed(self, job: Object) -> None:
         self.queue.add(object_key(job))
@@ -423,6 +426,7 @@ class TTLAfterFinishedController:
     name = TTL_AFTER_FINISHED
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._clock = clock
         self._client = ctx.client_for(TTL_AFTER_FINISHED)
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
@@ -436,7 +440,14 @@ class TTLAfterFinishedController:
             self.queue.add(object_key(job))
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(TTL_AFTER_FINISHED, self.queue, self.sync, ttl_log).run(workers, stop)
+        Workers(
+            TTL_AFTER_FINISHED,
+            self.queue,
+            self.sync,
+            ttl_log,
+            tracer=self._tracer,
+            objects=self._jobs,
+        ).run(workers, stop)
 
     def sync(self, key: str) -> SyncResult:
         job = self._jobs.indexer.get(key)

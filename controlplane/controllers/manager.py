@@ -45,6 +45,9 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
     --concurrent-{endpoint,service-endpoint,job,cron-job,resource-quota}-syncs N   5
     --job-pod-failure-backoff      kubelab's own: 10s, Kubernetes' fixed back-off
                                    before a Job replaces a failed pod (tests shorten it)
+    --tracing-endpoint URL         send spans (OTLP/HTTP) there, e.g. the lab's collector;
+                                   default: OTEL_EXPORTER_OTLP_ENDPOINT, else off
+                                   (controllers.base, "Tracing")
     -v N                           4 and more: debug logs
 
 Controllers (`--controllers` also takes their older names in parentheses):
@@ -87,13 +90,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubelab import leaderelectionconfig, serving
+from opentelemetry import trace
+
+from kubelab import leaderelectionconfig, serving, tracing
 from kubelab.client import ClientConfig, KubeconfigError, RestClient, load_config
 from kubelab.client.leaderelection import Term
 from kubelab.flags import duration, flag_bool
@@ -273,6 +279,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--max-endpoints-per-slice", type=int, default=endpointslice.MAX_ENDPOINTS_PER_SLICE
     )
+    tracing.add_flags(p)
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
     return p.parse_args(argv)
 
@@ -292,14 +299,20 @@ class Options:
 
 
 class ControllerManager:
-    """Runs terms of leadership (module docstring) with the same configuration."""
+    """Runs terms of leadership (module docstring) with the same configuration; with a
+    `tracer`, the controllers trace their work (`controllers.base`, "Tracing")."""
 
     def __init__(
-        self, config: ClientConfig, options: Options, metrics: ManagerMetrics | None = None
+        self,
+        config: ClientConfig,
+        options: Options,
+        metrics: ManagerMetrics | None = None,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self._config = config
         self._options = options
         self._metrics = metrics or ManagerMetrics()
+        self._tracer = tracer
 
     def run(self, stop: threading.Event) -> None:
         """One term: run the enabled controllers until `stop` is set."""
@@ -310,7 +323,7 @@ class ControllerManager:
             qps=opts.qps,
             burst=opts.burst,
         )
-        informers = InformerFactory(informer_client)
+        informers = InformerFactory(informer_client, self._tracer)
         ctx = ControllerContext(
             self._config,
             informers,
@@ -318,6 +331,7 @@ class ControllerManager:
             qps=opts.qps,
             burst=opts.burst,
             args=opts.args,
+            tracer=self._tracer,
         )
         try:
             controllers = [CONTROLLERS[name](ctx) for name in opts.controllers]
@@ -431,7 +445,10 @@ def main(argv: list[str] | None = None) -> int:
     except serving.ServingError as exc:
         log.error("%s", exc)
         return 1
-    manager = ControllerManager(config, options, metrics)
+    traced = tracing.setup(
+        "controller-manager", socket.gethostname(), metrics.registry, args.tracing_endpoint
+    )
+    manager = ControllerManager(config, options, metrics, traced.tracer if traced.enabled else None)
     try:
         if election.leader_elect:
             status = run_with_leader_election(manager, config, election, stop)
@@ -441,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if health is not None:
             health.stop()
+        traced.shutdown()
     log.info("stopped")
     return status
 

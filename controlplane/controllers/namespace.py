@@ -206,6 +206,7 @@ class NamespaceController:
     name = NAME
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._client = ctx.client_for(NAME)
         self._clock = clock
         self.queue: WorkQueue[str] = WorkQueue(clock=clock)
@@ -220,7 +221,9 @@ class NamespaceController:
         )
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        Workers(
+            NAME, self.queue, self.sync, log, tracer=self._tracer, objects=self._namespaces
+        ).run(workers, stop)
 
     def _enqueue_if_deleted(self, namespace: Object) -> None:
         meta = namespace.get("metadata") or {}

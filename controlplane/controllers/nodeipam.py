@@ -180,6 +180,7 @@ class NodeIpamController:
     name = NAME
 
     def __init__(self, ctx: ControllerContext) -> None:
+        self._tracer = ctx.tracer
         settings = Settings.from_args(ctx.args)
         self._set = settings.cidr_set()
         self._lock = threading.Lock()
@@ -201,7 +202,9 @@ class NodeIpamController:
 
     def run(self, workers: int, stop: threading.Event) -> None:
         with self._events:
-            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+            Workers(NAME, self.queue, self.sync, log, tracer=self._tracer, objects=self._nodes).run(
+                workers, stop
+            )
 
     def _node_seen(self, node: Object) -> None:
         cidr = node_pod_cidr(node)

@@ -166,6 +166,7 @@ class NodeLifecycleController:
     name = NAME
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._settings = Settings.from_args(ctx.args)
         self._clock = clock
         self._client = ctx.client_for(NAME)
@@ -190,7 +191,9 @@ class NodeLifecycleController:
 
     def run(self, workers: int, stop: threading.Event) -> None:
         with self._events:
-            Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+            Workers(NAME, self.queue, self.sync, log, tracer=self._tracer, objects=self._nodes).run(
+                workers, stop
+            )
 
     def _node_changed(self, node: Object | DeletedFinalStateUnknown) -> None:
         self.queue.add(object_key(node))
@@ -298,6 +301,7 @@ class TaintEvictionController:
     name = TAINT_EVICTION
 
     def __init__(self, ctx: ControllerContext, clock: Clock = REAL_CLOCK) -> None:
+        self._tracer = ctx.tracer
         self._clock = clock
         self._client = ctx.client_for(TAINT_EVICTION)
         self._events = EventRecorder(self._client, "taint-eviction-controller", clock=clock)
@@ -316,7 +320,14 @@ class TaintEvictionController:
 
     def run(self, workers: int, stop: threading.Event) -> None:
         with self._events:
-            Workers(TAINT_EVICTION, self.queue, self.sync, eviction_log).run(workers, stop)
+            Workers(
+                TAINT_EVICTION,
+                self.queue,
+                self.sync,
+                eviction_log,
+                tracer=self._tracer,
+                objects=self._pods,
+            ).run(workers, stop)
 
     @staticmethod
     def _no_execute(node: Object | None) -> list[dict[str, Any]]:

@@ -137,6 +137,7 @@ class ReplicaSetController:
     def __init__(
         self, ctx: ControllerContext, kind: Kind = REPLICA_SET_KIND, clock: Clock = REAL_CLOCK
     ) -> None:
+        self._tracer = ctx.tracer
         self.name = kind.name
         self._kind = kind
         self._log = controller_logger(kind.name)
@@ -158,7 +159,14 @@ class ReplicaSetController:
 
     def run(self, workers: int, stop: threading.Event) -> None:
         with self._events:
-            Workers(self.name, self.queue, self.sync, self._log).run(workers, stop)
+            Workers(
+                self.name,
+                self.queue,
+                self.sync,
+                self._log,
+                tracer=self._tracer,
+                objects=self._owners,
+            ).run(workers, stop)
 
     # -- handlers ------------------------------------------------------------------------
 

@@ -57,6 +57,7 @@ class ResourceQuotaController:
     name = NAME
 
     def __init__(self, ctx: ControllerContext) -> None:
+        self._tracer = ctx.tracer
         args: argparse.Namespace = ctx.args
         self._period = float(getattr(args, "resource_quota_sync_period", DEFAULT_SYNC_PERIOD))
         self._client = ctx.client_for(NAME)
@@ -84,7 +85,9 @@ class ResourceQuotaController:
             self._counted[plural] = (resource, informer)
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(NAME, self.queue, self.sync, log).run(workers, stop)
+        Workers(NAME, self.queue, self.sync, log, tracer=self._tracer, objects=self._quotas).run(
+            workers, stop
+        )
 
     def _quota_changed(self, q: Object) -> None:
         self.queue.add(object_key(q))

@@ -74,6 +74,7 @@ class PerNamespaceController(abc.ABC):
     def __init__(
         self, ctx: ControllerContext, name: str, resource: Resource, object_name: str
     ) -> None:
+        self._tracer = ctx.tracer
         self.name = name
         self._log = controller_logger(name)
         self._client = ctx.client_for(name)
@@ -101,7 +102,14 @@ class PerNamespaceController(abc.ABC):
         """`current` as it should be (a copy), or None if it is right as it is."""
 
     def run(self, workers: int, stop: threading.Event) -> None:
-        Workers(self.name, self.queue, self.sync, self._log).run(workers, stop)
+        Workers(
+            self.name,
+            self.queue,
+            self.sync,
+            self._log,
+            tracer=self._tracer,
+            objects=self._namespaces,
+        ).run(workers, stop)
 
     def _namespace_changed(self, namespace: Object) -> None:
         if namespace_active(namespace):

@@ -57,19 +57,30 @@ The informer's contract, which its users may rely on:
   reconcile it. It is not a relist; nothing is fetched.
 * The objects are shared by the cache and every handler: never modify one; copy it
   (`copy.deepcopy`) to build an update.
+
+Tracing: an informer given a `tracer` makes each watch event's notification a span,
+`Informer.event` (`k8s.event.type` ADDED, MODIFIED or DELETED, and the object), in the
+trace of the write that caused it (`kubelab.tracing.extract`), so a controller's trace
+shows when the change reached it. A relist's notifications are not traced one by one:
+they are the cache catching up, caused by no one write, and a controller-manager
+starting up would otherwise send a span per object in the cluster.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import random
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from opentelemetry import trace
+
+from kubelab import tracing
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import Resource
 from kubelab.client.clock import REAL_CLOCK, Clock
@@ -77,6 +88,9 @@ from kubelab.client.flowcontrol import Backoff
 from kubelab.client.rest import Object, ResourceExpired, RestClient, ServerUnreachable, Watch
 
 log = logging.getLogger(__name__)
+
+EVENT_TYPE = "k8s.event.type"
+"""The span attribute of a notification's watch event type (ADDED, MODIFIED, DELETED)."""
 
 # -- keys and indexes ----------------------------------------------------------------------
 
@@ -551,11 +565,14 @@ class SharedInformer:
         indexers: Mapping[str, IndexFunc] | None = None,
         backoff: Backoff = REFLECTOR_BACKOFF,
         clock: Clock = REAL_CLOCK,
+        tracer: trace.Tracer | None = None,
     ) -> None:
+        self.resource = resource
         self.indexer = Indexer(indexers)
         """The cache. Read it freely; never modify it or the objects it holds."""
         self._resync_period = resync_period
         self._clock = clock
+        self._tracer = tracer
         self._deltas = _DeltaQueue(clock)
         self._reflector = Reflector(
             client,
@@ -674,12 +691,14 @@ class SharedInformer:
                     (obj,) = delta.objects
                     old = self.indexer.add(obj)
                     self._applied(delta)
-                    self._notify_upsert(old, obj)
+                    with self._event_span("ADDED" if old is None else "MODIFIED", obj):
+                        self._notify_upsert(old, obj)
                 elif delta.kind == "delete":
                     (obj,) = delta.objects
                     self.indexer.delete(obj)
                     self._applied(delta)
-                    self._notify_delete(obj)
+                    with self._event_span("DELETED", obj):
+                        self._notify_delete(obj)
                 else:
                     before = {object_key(o): o for o in self.indexer.list()}
                     self.indexer.replace(list(delta.objects), delta.resource_version)
@@ -697,6 +716,21 @@ class SharedInformer:
             finally:
                 # A change the cache could not take has been dealt with all the same.
                 self._applied(delta)
+
+    @contextlib.contextmanager
+    def _event_span(self, event: str, obj: Object) -> Iterator[None]:
+        """The span of one watch event's notification (module docstring); none without
+        a tracer, nothing but the span when it is not recording."""
+        if self._tracer is None:
+            yield
+            return
+        with self._tracer.start_as_current_span(
+            "Informer.event", context=tracing.extract(obj), kind=trace.SpanKind.CONSUMER
+        ) as span:
+            if span.is_recording():
+                span.set_attributes(tracing.object_attributes(obj, self.resource.kind))
+                span.set_attribute(EVENT_TYPE, event)
+            yield
 
     def _applied(self, delta: _Delta) -> None:
         """Record that the cache reflects `delta` (before the handlers hear of it)."""

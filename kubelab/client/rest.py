@@ -43,6 +43,15 @@ POSTs per pod) and hundreds of hollow kubelets (a Lease PUT each every 10 s) pai
 pod and heartbeat. Watches, a body read as it comes, stay on requests. Proxies
 (HTTPS_PROXY) are not used: the apiserver is reached directly.
 
+Tracing (docs/architecture.md, "Tracing"). Every request carries the W3C `traceparent`
+of the current span (OpenTelemetry's propagators, `opentelemetry.propagate.inject`), so
+the apiserver's spans of a request join the trace of the work that sent it, and the
+object it writes keeps that trace for whoever reacts to the change: the controller's
+reconcile that creates a ReplicaSet, the scheduler's bind. With a `tracer`, each write
+(create, update, patch, delete) is also a span of its own, `Client.create` etc., with
+the object it wrote (`kubelab.tracing.object_attributes`), the parent of the apiserver's
+spans; without one (the default) a write costs no span.
+
 Watches. `watch()` returns a `Watch`: an iterator of `(type, object)` events read from the
 apiserver's newline-delimited JSON stream, ADDED, MODIFIED, DELETED and, when asked for,
 BOOKMARK (an object carrying only a newer resourceVersion, so that a quiet watch can
@@ -78,8 +87,9 @@ from urllib.parse import urlencode
 import httptools
 import requests
 import urllib3.exceptions
+from opentelemetry import propagate, trace
 
-from kubelab import fastjson
+from kubelab import fastjson, tracing
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import Resource, by_kind
 from kubelab.client.clock import REAL_CLOCK, Clock
@@ -106,6 +116,11 @@ TOKEN_FILE_REFRESH = 60.0
 """Seconds a token read from a file is used before the file is read again."""
 
 _JSON = "application/json"
+
+# A write span's attributes besides the object's (OpenTelemetry's HTTP conventions).
+HTTP_METHOD = "http.request.method"
+HTTP_STATUS_CODE = "http.response.status_code"
+URL_PATH = "url.path"
 
 # The reason a Status would carry for an HTTP code, for error bodies that are not a Status.
 _REASONS = {
@@ -354,6 +369,7 @@ class RestClient:
     it, or use it as a context manager, to drop its connections and the temporary files
     holding its TLS material; a request waiting (for a retry or the rate limit) in another
     thread then gives up at once with `ClientClosed`, and so does any later request.
+    `tracer` makes each write a span (module docstring).
     """
 
     def __init__(
@@ -368,8 +384,10 @@ class RestClient:
         backoff: Backoff = DEFAULT_BACKOFF,
         clock: Clock = REAL_CLOCK,
         rng: random.Random | None = None,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.config = config
+        self._tracer = tracer
         self.user_agent = user_agent
         self.timeout = timeout
         self.max_retries = max_retries
@@ -506,6 +524,7 @@ class RestClient:
             headers["Authorization"] = f"Bearer {token}"
         if content_type is not None:
             headers["Content-Type"] = content_type
+        propagate.inject(headers)
         return headers
 
     def _send(
@@ -653,6 +672,46 @@ class RestClient:
             raise ValueError("the object has no metadata.name")
         return str(meta.get("namespace") or ""), str(name)
 
+    def _write(
+        self,
+        verb: str,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        method: str,
+        path: str,
+        *,
+        body: Any,
+        content_type: str = _JSON,
+    ) -> Object:
+        """A write, as the span `Client.<verb>` when the client has a tracer (module
+        docstring): the object named by the request, then as the answer has it (its uid
+        and new resourceVersion)."""
+        if self._tracer is None:
+            return self._object(method, path, body=body, content_type=content_type)
+        with self._tracer.start_as_current_span(
+            f"Client.{verb}", kind=trace.SpanKind.CLIENT
+        ) as span:
+            recording = span.is_recording()
+            if recording:
+                named = {
+                    tracing.OBJECT_KIND: resource.kind,
+                    tracing.OBJECT_NAMESPACE: namespace,
+                    tracing.OBJECT_NAME: name,
+                    HTTP_METHOD: method,
+                    URL_PATH: path,
+                }
+                span.set_attributes({key: value for key, value in named.items() if value})
+            try:
+                answer = self._object(method, path, body=body, content_type=content_type)
+            except StatusError as exc:
+                if recording:
+                    span.set_attribute(HTTP_STATUS_CODE, exc.code)
+                raise
+            if recording and answer.get("kind") == resource.kind:
+                span.set_attributes(tracing.object_attributes(answer))
+            return answer
+
     # -- verbs ---------------------------------------------------------------------------
 
     def get(self, resource: Resource, name: str, namespace: str = "") -> Object:
@@ -686,18 +745,22 @@ class RestClient:
         namespace = namespace or str((body.get("metadata") or {}).get("namespace") or "")
         if resource.namespaced and not namespace:
             raise ValueError(f"creating a {resource.kind} needs a namespace")
-        return self._object("POST", self._path(resource, namespace, ""), body=body)
+        path = self._path(resource, namespace, "")
+        name = str((body.get("metadata") or {}).get("name") or "")
+        return self._write("create", resource, namespace, name, "POST", path, body=body)
 
     def update(self, resource: Resource, body: Mapping[str, Any]) -> Object:
         """PUT `body` in place of the object it names; with `metadata.resourceVersion` set,
         the apiserver refuses (409 Conflict) if the object changed since it was read."""
         namespace, name = self._where(body)
-        return self._object("PUT", self._path(resource, namespace, name), body=body)
+        path = self._path(resource, namespace, name)
+        return self._write("update", resource, namespace, name, "PUT", path, body=body)
 
     def update_status(self, resource: Resource, body: Mapping[str, Any]) -> Object:
         """PUT `body` to the status subresource: only its `status` is stored."""
         namespace, name = self._where(body)
-        return self._object("PUT", self._path(resource, namespace, name, "status"), body=body)
+        path = self._path(resource, namespace, name, "status")
+        return self._write("update", resource, namespace, name, "PUT", path, body=body)
 
     def patch(
         self,
@@ -710,7 +773,16 @@ class RestClient:
         subresource: str = "",
     ) -> Object:
         path = self._path(resource, namespace, name, subresource)
-        return self._object("PATCH", path, body=patch, content_type=patch_type.value)
+        return self._write(
+            "patch",
+            resource,
+            namespace,
+            name,
+            "PATCH",
+            path,
+            body=patch,
+            content_type=patch_type.value,
+        )
 
     def delete(
         self,
@@ -741,7 +813,8 @@ class RestClient:
                 )
                 if v is not None
             }
-        return self._object("DELETE", self._path(resource, namespace, name), body=options)
+        path = self._path(resource, namespace, name)
+        return self._write("delete", resource, namespace, name, "DELETE", path, body=options)
 
     def watch(
         self,

@@ -41,6 +41,10 @@ the default one is client-go's controller limiter, the larger of:
 * an overall token bucket of 10 per second with bursts of 100: when everything fails at
   once (the apiserver is down) the retries together stay at a rate it can take.
 
+How long a key waited between being queued and handed out (`get_with_wait`) is the
+work-queue wait of a controller's trace (client-go's `workqueue_queue_duration_seconds`);
+a key held back while it is processed waits from the moment `done()` queues it again.
+
 The queue takes a `Clock`, so tests can check the back-off without waiting.
 """
 
@@ -160,6 +164,8 @@ class WorkQueue(Generic[T]):
         self._queue: deque[T] = deque()
         self._dirty: set[T] = set()
         self._processing: set[T] = set()
+        # When each item in `queue` was appended to it (the clock's time).
+        self._queued_at: dict[T, float] = {}
         # Items to add later: a heap of (when, sequence, item), and each item's earliest
         # time. A heap entry whose time is not its item's current one is stale, skipped.
         self._delayed: list[tuple[float, int, T]] = []
@@ -180,7 +186,12 @@ class WorkQueue(Generic[T]):
         self._dirty.add(item)
         if item in self._processing:
             return  # queued again by done()
+        self._append(item)
+
+    def _append(self, item: T) -> None:
+        """Put `item` at the end of `queue`, with the lock held."""
         self._queue.append(item)
+        self._queued_at[item] = self._clock.now()
         self._cond.notify()
 
     def add(self, item: T) -> None:
@@ -236,6 +247,10 @@ class WorkQueue(Generic[T]):
         """Take the next item, blocking until there is one. The caller must call
         `done(item)` when finished with it. Raises `ShutDown` once the queue is shut
         down and empty."""
+        return self.get_with_wait()[0]
+
+    def get_with_wait(self) -> tuple[T, float]:
+        """`get`, and the seconds the item waited in the queue (module docstring)."""
         with self._cond:
             while True:
                 next_due = self._promote_due()
@@ -246,17 +261,17 @@ class WorkQueue(Generic[T]):
                 timeout = None if next_due is None else next_due - self._clock.now()
                 self._clock.wait(self._cond, timeout)
             item = self._queue.popleft()
+            waited = self._clock.now() - self._queued_at.pop(item)
             self._processing.add(item)
             self._dirty.discard(item)
-            return item
+            return item, waited
 
     def done(self, item: T) -> None:
         """Finish with `item`; if it was added meanwhile, queue it again now."""
         with self._cond:
             self._processing.discard(item)
             if item in self._dirty:
-                self._queue.append(item)
-                self._cond.notify()
+                self._append(item)
 
     def shut_down(self) -> None:
         """Stop accepting items and drop the delayed ones. Workers get the items already

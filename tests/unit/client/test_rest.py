@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
 
-from kubelab import pki
+from kubelab import pki, tracing
 from kubelab.api import errors
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import by_kind
@@ -597,3 +599,61 @@ def test_close_ends_a_blocked_watch_over_tls(apiserver: Environment, namespace: 
         w.close()
         reader.join(5)
         assert not reader.is_alive()
+
+
+# -- tracing -----------------------------------------------------------------------------
+
+
+def test_requests_carry_the_current_spans_traceparent(apiserver: Environment) -> None:
+    traced, exporter = _tracing()
+    with apiserver.record() as log, RestClient(apiserver.client_config()) as c:
+        c.list(PODS)
+        with traced.tracer.start_as_current_span("Controller.reconcile") as span:
+            c.list(PODS)
+    outside, inside = log.calls()
+    assert "traceparent" not in {name.lower() for name in outside.headers}
+    headers = {name.lower(): value for name, value in inside.headers.items()}
+    context = span.get_span_context()
+    assert headers["traceparent"].startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
+    traced.force_flush()
+    assert [s.name for s in exporter.get_finished_spans()] == ["Controller.reconcile"]
+
+
+def test_with_a_tracer_each_write_is_a_span_naming_the_object(
+    apiserver: Environment, namespace: str
+) -> None:
+    traced, exporter = _tracing()
+    config = apiserver.client_config()
+    with (
+        apiserver.record() as log,
+        RestClient(config, tracer=traced.tracer) as c,
+        traced.tracer.start_as_current_span("Controller.reconcile"),
+    ):
+        created = c.create(PODS, pod("traced", namespace))
+        c.patch(PODS, "traced", {"metadata": {"labels": {"a": "b"}}}, namespace)
+        c.list(PODS, namespace)  # a read: no span
+        with pytest.raises(StatusError):
+            c.delete(PODS, "absent", namespace)
+    traced.force_flush()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"Controller.reconcile", "Client.create", "Client.patch", "Client.delete"}
+    create = spans["Client.create"]
+    assert create.parent is not None
+    assert create.parent.span_id == spans["Controller.reconcile"].context.span_id
+    assert create.attributes is not None
+    assert create.attributes[tracing.OBJECT_UID] == created["metadata"]["uid"]
+    assert create.attributes[tracing.OBJECT_KIND] == "Pod"
+    assert create.attributes["http.request.method"] == "POST"
+    # The request carried the write span's own context: the apiserver's spans are its.
+    headers = {name.lower(): value for name, value in log.calls()[0].headers.items()}
+    assert f"{create.context.span_id:016x}" in headers["traceparent"]
+    delete = spans["Client.delete"]
+    assert delete.attributes is not None
+    assert delete.attributes["http.response.status_code"] == 404
+    assert not delete.status.is_ok
+
+
+def _tracing() -> tuple[tracing.Tracing, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    traced = tracing.setup("controller-manager", "cp1", CollectorRegistry(), exporter=exporter)
+    return traced, exporter

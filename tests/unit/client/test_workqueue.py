@@ -206,3 +206,19 @@ def test_delayed_items_are_dropped_at_shutdown() -> None:
     clock.step(2)
     with pytest.raises(ShutDown):
         q.get()
+
+
+def test_get_with_wait_says_how_long_the_item_waited_since_it_was_queued() -> None:
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    q.add("a")
+    clock.step(2.0)
+    q.add("b")
+    clock.step(1.0)
+    assert q.get_with_wait() == ("a", 3.0)
+    q.add("a")  # while processing: queued again by done(), and waits from then
+    clock.step(5.0)
+    q.done("a")
+    clock.step(0.5)
+    assert q.get_with_wait() == ("b", 6.5)
+    assert q.get_with_wait() == ("a", 0.5)

@@ -8,12 +8,24 @@ import logging
 import threading
 import time
 
-from controlplane.controllers.base import InformerFactory, SyncError, SyncResult, Workers
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from controlplane.controllers.base import (
+    KEY_ATTRIBUTE,
+    InformerFactory,
+    SyncError,
+    SyncResult,
+    Workers,
+)
+from kubelab import tracing
 from kubelab.api.errors import StatusError
 from kubelab.client import (
     ClientConfig,
     ItemExponentialFailureRateLimiter,
     RestClient,
+    SharedInformer,
     WorkQueue,
     resource_for,
 )
@@ -113,3 +125,62 @@ def test_join_bounds_the_wait_in_all_and_names_the_informers_still_running() -> 
     assert time.monotonic() - started < 1.0, "the bound is for all of them together"
     release.set()
     assert factory.join(5) == []
+
+
+def test_a_traced_key_is_its_queue_wait_and_a_reconcile_in_the_objects_trace() -> None:
+    exporter = InMemorySpanExporter()
+    traced = tracing.setup("controller-manager", "cp1", CollectorRegistry(), exporter=exporter)
+    writer = traced.tracer.start_span("kubectl create")
+    deployment: dict[str, object] = {
+        "metadata": {"name": "web", "namespace": "ns", "uid": "u1", "resourceVersion": "7"}
+    }
+    tracing.inject(deployment["metadata"], trace.set_span_in_context(writer))  # type: ignore[arg-type]
+    objects = SharedInformer(
+        RestClient(ClientConfig(server="http://127.0.0.1:1")), resource_for("apps/v1", "Deployment")
+    )
+    objects.indexer.add(deployment)
+    queue: WorkQueue[str] = WorkQueue()
+    synced: list[str] = []
+
+    def sync(key: str) -> SyncResult:
+        synced.append(key)
+        if key == "ns/web":
+            raise SyncError("the ReplicaSet is not there yet")
+        return None
+
+    workers = Workers(
+        "deployment-controller", queue, sync, log, tracer=traced.tracer, objects=objects
+    )
+    queue.add("ns/web")
+    queue.add("ns/gone")
+    stop, thread = run(workers, count=1)
+    eventually(lambda: len(synced) >= 2)
+    stop.set()
+    thread.join()
+    traced.force_flush()
+    spans = exporter.get_finished_spans()
+    wait, reconcile = [
+        s for s in spans if s.attributes and s.attributes[KEY_ATTRIBUTE] == "ns/web"
+    ][:2]
+    assert (wait.name, reconcile.name) == ("WorkQueue.wait", "Controller.reconcile")
+    writer_context = writer.get_span_context()
+    for span in (wait, reconcile):
+        assert span.context.trace_id == writer_context.trace_id
+        assert span.parent is not None and span.parent.span_id == writer_context.span_id
+    assert wait.start_time is not None and wait.end_time is not None
+    assert reconcile.start_time is not None and wait.end_time <= reconcile.start_time
+    assert reconcile.attributes is not None
+    assert reconcile.attributes[tracing.OBJECT_KIND] == "Deployment"
+    assert reconcile.attributes[tracing.OBJECT_UID] == "u1"
+    assert reconcile.attributes["kubelab.controller"] == "deployment-controller"
+    assert reconcile.status.description == "the ReplicaSet is not there yet"
+    # A key whose object the cache does not hold: a reconcile in a trace of its own.
+    (gone,) = (
+        s
+        for s in spans
+        if s.name == "Controller.reconcile"
+        and s.attributes
+        and s.attributes[KEY_ATTRIBUTE] == "ns/gone"
+    )
+    assert gone.parent is None
+    assert gone.status.is_ok
