@@ -295,6 +295,10 @@ class SchedulingQueue:
                 self._cond.wait(min(left, wait) if wait is not None else left)
             return None
 
+    def waited(self, qp: QueuedPod) -> float:
+        """Seconds since `qp` was last queued (back-off included): its queue wait."""
+        return self._clock() - qp.timestamp
+
     def close(self) -> None:
         with self._cond:
             self._closed = True

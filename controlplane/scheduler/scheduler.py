@@ -18,6 +18,16 @@ A pod no node fits gets a post-filter pass (preemption), a `FailedScheduling` Ev
 with Kubernetes' summary ("0/5 nodes are available: 2 Insufficient memory, 3 node(s)
 had untolerated taint {...}. preemption: ..."), the PodScheduled=False condition
 (what `kubectl get pods` shows as Pending with a reason), and waits as unschedulable.
+
+Tracing (docs/architecture.md, "Tracing"): each attempt at a pod is `Scheduler.queue`
+(from the moment the pod was queued until the cycle took it) and `Scheduler.schedule`
+(the cycle: the pod, `kubelab.scheduler.node` the node chosen, the result), with the
+framework's `Scheduler.filter` and `Scheduler.score` (`runtime`), `Scheduler.postFilter`
+(preemption) and, in the binding pool, `Scheduler.bind`, whose request carries its
+`traceparent`: the apiserver keeps it on the bound pod, and the kubelet continues it.
+The cycle continues the pod's trace (`kubelab.tracing.extract`) rather than linking to
+it: a cycle is about one pod, and the chain from the Deployment to the containers is
+then one trace. A pod that waits long and is retried adds each attempt to its trace.
 """
 
 from __future__ import annotations
@@ -29,6 +39,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.context import Context
+
+from kubelab import tracing
 from kubelab.api.errors import StatusError
 from kubelab.client import (
     DeletedFinalStateUnknown,
@@ -65,6 +79,11 @@ NODES = resource_for("v1", "Node")
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 """The pod informer's field selector: finished pods hold no resources."""
 CLEANUP_PERIOD = 1.0
+
+PROFILE_ATTRIBUTE = "kubelab.scheduler.profile"
+ATTEMPT_ATTRIBUTE = "kubelab.scheduler.attempt"
+NODE_ATTRIBUTE = "kubelab.scheduler.node"
+RESULT_ATTRIBUTE = "kubelab.scheduler.result"
 
 
 def _spec_of(pod: Pod) -> tuple[Any, ...]:
@@ -165,8 +184,10 @@ class Scheduler:
         event_client: RestClient | None = None,
         bind_workers: int = 16,
         identity: str = "",
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.client = client
+        self.tracer = tracer or trace.NoOpTracer()
         self.metrics = metrics
         self.cache = Cache()
         self.nominator = Nominator()
@@ -174,7 +195,9 @@ class Scheduler:
         self.frameworks: dict[str, Framework] = {}
         for profile in config.profiles:
             handle = _Handle(self)
-            fwk = Framework(profile, handle, metrics, config.percentage_of_nodes_to_score)
+            fwk = Framework(
+                profile, handle, metrics, config.percentage_of_nodes_to_score, tracer=self.tracer
+            )
             handle.framework = fwk
             self.frameworks[profile.scheduler_name] = fwk
         first = next(iter(self.frameworks.values()))
@@ -298,10 +321,26 @@ class Scheduler:
         ):
             self.queue.done(key)
             return
+        context = tracing.extract(current)
+        now = time.time_ns()
+        waited = self.queue.waited(qp)
+        self.tracer.start_span(
+            "Scheduler.queue", context=context, start_time=now - int(waited * 1e9)
+        ).end(end_time=now)
+        with self.tracer.start_as_current_span("Scheduler.schedule", context=context) as span:
+            if span.is_recording():
+                span.set_attributes(tracing.object_attributes(current, PODS.kind))
+                span.set_attribute(ATTEMPT_ATTRIBUTE, qp.attempts)
+            self._schedule(span, qp, current)
+
+    def _schedule(self, span: trace.Span, qp: QueuedPod, current: Pod) -> None:
+        """The cycle of `schedule_one`, in its span."""
+        key = qp.info.key
         qp.info = PodInfo.of(current)
         fwk = self.frameworks[
             (current.get("spec") or {}).get("schedulerName") or "default-scheduler"
         ]
+        span.set_attribute(PROFILE_ATTRIBUTE, fwk.profile)
         cycle = self.queue.scheduling_cycle
         started = time.perf_counter()
         state = CycleState()
@@ -310,20 +349,26 @@ class Scheduler:
                 result = fwk.find_nodes(state, qp.info, self.cache, self.nominator.by_node())
                 assumed = self.cache.assume(current, result.node)
         except FitError as fit:
+            span.set_attribute(RESULT_ATTRIBUTE, "unschedulable")
             self._unschedulable(fwk, state, qp, fit, cycle, started)
             return
         except Exception as exc:
             log.exception("scheduling %s failed", key)
+            span.set_attribute(RESULT_ATTRIBUTE, "error")
+            span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
             self._failed(fwk, qp, f"scheduling error: {exc}", cycle, started)
             return
+        span.set_attribute(NODE_ATTRIBUTE, result.node)
         status = fwk.run_reserve(state, assumed, result.node)
         if status.ok:
             status = fwk.run_permit(state, assumed, result.node)
         if not status.ok:
+            span.set_attribute(RESULT_ATTRIBUTE, "unschedulable" if status.rejected else "error")
             fwk.run_unreserve(state, assumed, result.node)
             self.cache.forget(current)
             self._failed(fwk, qp, status.message(), cycle, started, unschedulable=status.rejected)
             return
+        span.set_attribute(RESULT_ATTRIBUTE, "scheduled")
         log.debug(
             "%s: %s fits (%d of %d nodes evaluated, %d feasible)",
             key,
@@ -332,7 +377,16 @@ class Scheduler:
             self.cache.node_count(),
             result.feasible,
         )
-        self._binder.submit(self._bind, fwk, state, qp, assumed, result.node, started)
+        self._binder.submit(
+            self._bind,
+            fwk,
+            state,
+            qp,
+            assumed,
+            result.node,
+            started,
+            trace.set_span_in_context(span),
+        )
 
     def _bind(
         self,
@@ -342,14 +396,21 @@ class Scheduler:
         assumed: PodInfo,
         node: str,
         started: float,
+        cycle: Context,
     ) -> None:
-        """The binding cycle, in a pool thread."""
+        """The binding cycle, in a pool thread, as a span of the cycle's."""
         pod = qp.info.pod
-        try:
-            status = fwk.run_bind(state, assumed, node)
-        except Exception as exc:  # a plugin must not kill the pool thread silently
-            log.exception("binding %s failed", qp.info.key)
-            status = Status(Code.ERROR, (str(exc),), "bind")
+        with self.tracer.start_as_current_span("Scheduler.bind", context=cycle) as span:
+            if span.is_recording():
+                span.set_attributes(tracing.object_attributes(pod, PODS.kind))
+                span.set_attribute(NODE_ATTRIBUTE, node)
+            try:
+                status = fwk.run_bind(state, assumed, node)
+            except Exception as exc:  # a plugin must not kill the pool thread silently
+                log.exception("binding %s failed", qp.info.key)
+                status = Status(Code.ERROR, (str(exc),), "bind")
+            if not status.ok:
+                span.set_status(trace.Status(trace.StatusCode.ERROR, status.message()))
         if not status.ok:
             fwk.run_unreserve(state, assumed, node)
             self.cache.forget(pod)
@@ -397,8 +458,10 @@ class Scheduler:
         nominated = ""
         if fwk.post_filters and fit.statuses:
             self.metrics.preemption_attempts.inc()
-            with self.cache.lock:
+            with self.tracer.start_as_current_span("Scheduler.postFilter") as span, self.cache.lock:
                 nominated, status = fwk.run_post_filter(state, qp.info, fit)
+                if nominated:
+                    span.set_attribute(NODE_ATTRIBUTE, nominated)
             if nominated:
                 self.nominator.nominate(qp.info, nominated)
             elif status.reasons:

@@ -23,6 +23,9 @@ kube-scheduler's:
                                    (`kubelab.serving`, as the controller-manager's)
     --kube-api-qps, --kube-api-burst
                                    the client's rate limit (50, 100)
+    --tracing-endpoint URL         send spans (OTLP/HTTP) there, e.g. the lab's collector;
+                                   default: OTEL_EXPORTER_OTLP_ENDPOINT, else off
+                                   (scheduler.py, "Tracing")
     -v N                           4 and more: debug logs
 
 Leadership. Several schedulers may run for availability; only the holder of the Lease
@@ -46,13 +49,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubelab import leaderelectionconfig, serving
+from opentelemetry import trace
+
+from kubelab import leaderelectionconfig, serving, tracing
 from kubelab.client import ClientConfig, KubeconfigError, RestClient, load_config
 from kubelab.client.leaderelection import Term
 from kubelab.process import configure_logging, stop_on_signals
@@ -79,6 +85,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kube-api-qps", type=float)
     p.add_argument("--kube-api-burst", type=int)
     p.add_argument("--bind-workers", type=int, default=16, help="concurrent bindings")
+    tracing.add_flags(p)
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
     return p.parse_args(argv)
 
@@ -127,6 +134,7 @@ def new_term_maker(
     metrics: Metrics,
     identity: str,
     bind_workers: int,
+    tracer: trace.Tracer | None = None,
 ) -> Callable[[], Term]:
     """What each term of leadership runs: a fresh Scheduler until leadership ends."""
 
@@ -138,6 +146,7 @@ def new_term_maker(
             event_client=event_client,
             bind_workers=bind_workers,
             identity=identity,
+            tracer=tracer,
         ).run(leading)
 
     return lambda: Term(schedule)
@@ -192,7 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     event_client = RestClient(client_config, user_agent=ua + "events", qps=settings.qps)
 
-    new_term = new_term_maker(client, event_client, config, metrics, identity, args.bind_workers)
+    traced = tracing.setup(
+        "scheduler", socket.gethostname(), metrics.registry, args.tracing_endpoint
+    )
+    new_term = new_term_maker(
+        client, event_client, config, metrics, identity, args.bind_workers, traced.tracer
+    )
 
     ready.set()
     log.info(
@@ -213,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         event_client.close()
         if health is not None:
             health.stop()
+        traced.shutdown()
     log.info("stopped")
     return status
 
