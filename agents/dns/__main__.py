@@ -6,6 +6,10 @@
 --listen ADDR:PORT     where to answer, UDP and TCP (default 0.0.0.0:53)
 --upstream ADDR[:PORT] where to forward other names (repeatable); none: refuse them
 --ttl SECONDS          the answers' TTL (default 30)
+--tracing-endpoint URL send spans (OTLP/HTTP) there, e.g. the lab's collector; default:
+                       OTEL_EXPORTER_OTLP_ENDPOINT, else off. A zone rebuilt after
+                       changes is `DNS.sync`, with a `DNS.updateRecords` per changed
+                       Service or EndpointSlice, linked to its writer (kubelab.nodeagent)
 -v N                   4 and more: debug logs (every query)
 """
 
@@ -14,10 +18,14 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import socket
 import sys
 import threading
 
+from prometheus_client import CollectorRegistry
+
 from agents.dns.server import ClusterDNS
+from kubelab import tracing
 from kubelab.client import RestClient, load_config
 
 
@@ -38,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listen", type=lambda t: host_port(t, 53), default=("0.0.0.0", 53))
     parser.add_argument("--upstream", type=lambda t: host_port(t, 53), action="append", default=[])
     parser.add_argument("--ttl", type=int, default=30)
+    tracing.add_flags(parser)
     parser.add_argument("-v", "--v", type=int, default=1)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -45,13 +54,22 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     client = RestClient(load_config(args.kubeconfig), user_agent="kubelab-dns")
-    dns = ClusterDNS(client, domain=args.cluster_domain, ttl=args.ttl, upstreams=args.upstream)
+    # No /metrics yet: the counters of dropped spans go to a registry nobody reads.
+    traced = tracing.setup("dns", socket.gethostname(), CollectorRegistry(), args.tracing_endpoint)
+    dns = ClusterDNS(
+        client,
+        domain=args.cluster_domain,
+        ttl=args.ttl,
+        upstreams=args.upstream,
+        tracer=traced.tracer if traced.enabled else None,
+    )
     stop = threading.Event()
     for signo in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signo, lambda *_: stop.set())
     address, port = args.listen
     dns.run(address, port, stop)
     client.close()
+    traced.shutdown()
     return 0
 
 

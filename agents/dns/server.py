@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 
 from dnslib import CNAME, QTYPE, RCODE, RR, SRV, A, DNSRecord  # type: ignore[import-untyped]
 from dnslib.server import BaseResolver, DNSLogger, DNSServer  # type: ignore[import-untyped]
+from opentelemetry import trace
 
 from agents.dns.records import Zone, build_zone
 from kubelab.client import RestClient, SharedInformer, resource_for
-from kubelab.nodeagent import SyncLoop
+from kubelab.nodeagent import SyncLoop, SyncTracing
 
 log = logging.getLogger("kubelab.dns")
 
@@ -116,7 +117,9 @@ class DNS:
 
 class ClusterDNS:
     """The whole server: informers on Services and EndpointSlices, a zone rebuilt after
-    each change (`kubelab.nodeagent.SyncLoop`), and the UDP/TCP listeners."""
+    each change (`kubelab.nodeagent.SyncLoop`, traced as `DNS.sync` with a
+    `DNS.updateRecords` per changed object when given a `tracer`), and the UDP/TCP
+    listeners."""
 
     def __init__(
         self,
@@ -125,12 +128,20 @@ class ClusterDNS:
         domain: str = "cluster.local",
         ttl: int = 30,
         upstreams: list[tuple[str, int]] | None = None,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.domain = domain
         self.services = SharedInformer(client, SERVICES)
         self.slices = SharedInformer(client, ENDPOINT_SLICES)
         self.resolver = Resolver(build_zone([], [], domain), ttl, upstreams or [])
-        self.loop = SyncLoop("dns", self._rebuild, resync=300.0)
+        self.loop = SyncLoop(
+            "dns",
+            self._rebuild,
+            resync=300.0,
+            sync_tracing=(
+                None if tracer is None else SyncTracing(tracer, "DNS.sync", "DNS.updateRecords")
+            ),
+        )
         self.loop.watch(self.services)
         self.loop.watch(self.slices)
         self.port = 0

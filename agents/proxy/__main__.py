@@ -6,6 +6,10 @@
                          is masqueraded (default 10.244.0.0/16)
 --resync SECONDS         rewrite the rules this often even without changes (30)
 --cleanup                remove kube-proxy's chains and jumps, then exit
+--tracing-endpoint URL   send spans (OTLP/HTTP) there, e.g. the lab's collector; default:
+                         OTEL_EXPORTER_OTLP_ENDPOINT, else off. A sync that changes
+                         caused is `Proxy.sync`, with a `Proxy.syncRules` per changed
+                         Service or EndpointSlice, linked to its writer (kubelab.nodeagent)
 -v N                     4 and more: debug logs
 """
 
@@ -14,12 +18,16 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import socket
 import sys
 import threading
 
+from prometheus_client import CollectorRegistry
+
 from agents.proxy.proxier import Proxier
+from kubelab import tracing
 from kubelab.client import RestClient, SharedInformer, load_config, resource_for
-from kubelab.nodeagent import SyncLoop
+from kubelab.nodeagent import SyncLoop, SyncTracing
 
 SERVICES = resource_for("v1", "Service")
 ENDPOINT_SLICES = resource_for("discovery.k8s.io/v1", "EndpointSlice")
@@ -31,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster-cidr", default="10.244.0.0/16")
     parser.add_argument("--resync", type=float, default=30.0)
     parser.add_argument("--cleanup", action="store_true")
+    tracing.add_flags(parser)
     parser.add_argument("-v", "--v", type=int, default=1)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -44,10 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     client = RestClient(load_config(args.kubeconfig), user_agent="kubelab-proxy")
     services = SharedInformer(client, SERVICES)
     slices = SharedInformer(client, ENDPOINT_SLICES)
+    # No /metrics yet: the counters of dropped spans go to a registry nobody reads.
+    traced = tracing.setup(
+        "kube-proxy", socket.gethostname(), CollectorRegistry(), args.tracing_endpoint
+    )
     loop = SyncLoop(
         "proxy",
         lambda: proxier.sync(services.indexer.list(), slices.indexer.list()),
         resync=args.resync,
+        sync_tracing=(
+            SyncTracing(traced.tracer, "Proxy.sync", "Proxy.syncRules") if traced.enabled else None
+        ),
     )
     loop.watch(services)
     loop.watch(slices)
@@ -61,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     loop.run([services, slices], stop)
     client.close()
+    traced.shutdown()
     return 0
 
 
