@@ -72,6 +72,7 @@ def parser() -> argparse.ArgumentParser:
             help="encrypt the shared certs into kube-system/kubeadm-certs for control-plane joins",
         )
         q.add_argument("--certificate-key", default="", help="the key for --upload-certs")
+        tracing_flag(q)
 
     init = sub.add_parser("init", help="Set up the first control-plane node")
     init_flags(init)
@@ -94,6 +95,7 @@ def parser() -> argparse.ArgumentParser:
     join.add_argument("--certificate-key", default="", help="decrypts the uploaded certs")
     join.add_argument("--apiserver-advertise-address", default="", help="default: --node-ip")
     join.add_argument("--image", default=NODE_IMAGE, help="image of the control-plane pods")
+    tracing_flag(join)
 
     r = sub.add_parser("reset", help="Undo init or join on this node")
     r.add_argument("--dry-run", action="store_true")
@@ -110,6 +112,16 @@ def parser() -> argparse.ArgumentParser:
     delete = tsub.add_parser("delete")
     delete.add_argument("tokens", nargs="+")
     return p
+
+
+def tracing_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tracing-endpoint",
+        default="",
+        metavar="URL",
+        help="the lab's trace collector (OTLP/HTTP), passed to the controller-manager, "
+        "scheduler, kube-proxy and cluster DNS; default: none, they do not trace",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -130,6 +142,7 @@ def run(args: argparse.Namespace) -> None:
             control_plane_endpoint=args.control_plane_endpoint,
             upload_certs=args.upload_certs,
             certificate_key=args.certificate_key,
+            tracing_endpoint=args.tracing_endpoint,
         )
         if args.phase_command == "phase":
             INIT.run(data, only=args.phase)
@@ -148,6 +161,7 @@ def run(args: argparse.Namespace) -> None:
                 dry_run=args.dry_run,
                 control_plane_endpoint=args.endpoint.removeprefix("https://"),
                 certificate_key=args.certificate_key,
+                tracing_endpoint=args.tracing_endpoint,
             )
         elif args.certificate_key:
             raise PhaseError("--certificate-key is for a control-plane join: add --control-plane")
@@ -161,6 +175,7 @@ def run(args: argparse.Namespace) -> None:
                 node_ip=node_ip,
                 dry_run=args.dry_run,
                 control_plane=plane,
+                tracing_endpoint=args.tracing_endpoint,
             )
         )
     elif args.command == "reset":

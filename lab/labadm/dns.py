@@ -17,7 +17,7 @@ from typing import Any
 
 from kubelab.client import RestClient, resource_for
 from lab.labadm import tokens
-from lab.labadm.layout import CLUSTER_DNS, CONTROL_PLANE_LABEL, NODE_IMAGE_PYTHON
+from lab.labadm.layout import CLUSTER_DNS, CONTROL_PLANE_LABEL, NODE_IMAGE_PYTHON, tracing_flags
 from lab.labadm.workflow import say
 
 NAME = "kube-dns"
@@ -31,8 +31,9 @@ CLUSTER_ROLE_BINDINGS = resource_for("rbac.authorization.k8s.io/v1", "ClusterRol
 ROLE = "system:kube-dns"
 
 
-def objects(image: str) -> list[tuple[Any, dict[str, Any]]]:
-    """The add-on's objects in the order they are created."""
+def objects(image: str, tracing_endpoint: str = "") -> list[tuple[Any, dict[str, Any]]]:
+    """The add-on's objects in the order they are created; the server sends spans to
+    `tracing_endpoint` when one is given (`InitData.tracing_endpoint`)."""
     meta = {"name": NAME, "namespace": NAMESPACE, "labels": LABELS}
     pod = {
         "metadata": {"labels": LABELS},
@@ -47,7 +48,10 @@ def objects(image: str) -> list[tuple[Any, dict[str, Any]]]:
                     "name": "dns",
                     "image": image,
                     "imagePullPolicy": "IfNotPresent",
-                    "command": [NODE_IMAGE_PYTHON, "-m", "agents.dns", "--listen", "0.0.0.0:53"],
+                    "command": [
+                        *(NODE_IMAGE_PYTHON, "-m", "agents.dns", "--listen", "0.0.0.0:53"),
+                        *tracing_flags(tracing_endpoint),
+                    ],
                     "ports": [
                         {"name": "dns", "containerPort": 53, "protocol": "UDP"},
                         {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
@@ -109,10 +113,10 @@ def objects(image: str) -> list[tuple[Any, dict[str, Any]]]:
     ]
 
 
-def deploy(client: RestClient | None, image: str) -> None:
+def deploy(client: RestClient | None, image: str, tracing_endpoint: str = "") -> None:
     """Create the add-on's objects, leaving those that exist (a re-run of the phase);
     a None client is a dry run."""
-    for resource, body in objects(image):
+    for resource, body in objects(image, tracing_endpoint):
         name = body["metadata"]["name"]
         say("addons", f'Creating {resource.kind} "{name}" of the cluster DNS add-on')
         if client is not None:

@@ -43,6 +43,7 @@ from lab.labadm.layout import (
     STORE_CLIENT_PORT,
     STORE_PEER_PORT,
     Layout,
+    tracing_flags,
     write_kubeconfig,
 )
 from lab.labadm.workflow import Phase, PhaseError, Workflow, check, say
@@ -75,6 +76,10 @@ class InitData:
     alone on init; every member, this one added as a learner, on a control-plane join."""
     store_peers: tuple[str, ...] = ()
     """The other members' client URLs: the apiserver reaches them after its own."""
+    tracing_endpoint: str = ""
+    """The lab's trace collector (an OTLP/HTTP base URL) that the controller-manager,
+    the scheduler, kube-proxy and cluster DNS send spans to (`--tracing-endpoint`);
+    empty, the default: the flag is left out and they do not trace."""
     _client: RestClient | None = field(default=None, repr=False)
 
     @property
@@ -457,6 +462,7 @@ def controller_manager_pod(data: InitData) -> dict[str, Any]:
             f"--cluster-cidr={data.pod_subnet}",
             f"--cluster-signing-cert-file={p}/ca.crt",
             f"--cluster-signing-key-file={p}/ca.key",
+            *tracing_flags(data.tracing_endpoint),
         ],
         {"k8s-certs": data.layout.pki, "kubeconfig": data.layout.etc},
     )
@@ -473,6 +479,7 @@ def scheduler_pod(data: InitData) -> dict[str, Any]:
             "--bind-address=127.0.0.1",
             f"--secure-port={SCHEDULER_PORT}",
             f"--cert-dir={data.layout.on_node(data.layout.pki)}/scheduler-serving",
+            *tracing_flags(data.tracing_endpoint),
         ],
         {"kubeconfig": data.layout.etc},
     )
@@ -577,14 +584,17 @@ def start_network_agent(layout: Layout, *, dry_run: bool) -> None:
     sv_up("kubelab-network", "addons", dry_run=dry_run)
 
 
-def start_kube_proxy(layout: Layout, cluster_cidr: str, *, dry_run: bool) -> None:
+def start_kube_proxy(
+    layout: Layout, cluster_cidr: str, *, dry_run: bool, tracing_endpoint: str = ""
+) -> None:
     """kube-proxy (iptables mode), with the node's credentials as the network agent: a
     node may read Services and EndpointSlices."""
     conf = layout.kubeconfig("proxy")
     say("addons", f'Writing "{conf.name}" and the flags of kube-proxy')
     defaults = layout.root / "etc/default/kubelab-proxy"
     defaults.parent.mkdir(parents=True, exist_ok=True)
-    pki.write_atomic(defaults, f'ARGS="--cluster-cidr {cluster_cidr}"\n'.encode(), 0o644)
+    flags = " ".join(["--cluster-cidr", cluster_cidr, *tracing_flags(tracing_endpoint)])
+    pki.write_atomic(defaults, f'ARGS="{flags}"\n'.encode(), 0o644)
     if dry_run and not layout.kubeconfig("kubelet").exists():
         return
     pki.write_atomic(conf, layout.kubeconfig("kubelet").read_bytes(), 0o600)
@@ -796,11 +806,15 @@ INIT = Workflow[InitData](
         Phase("bootstrap-token", "A bootstrap token and cluster-info", bootstrap_token),
         addons(
             lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
-            lambda d: start_kube_proxy(d.layout, d.pod_subnet, dry_run=d.dry_run),
+            lambda d: start_kube_proxy(
+                d.layout, d.pod_subnet, dry_run=d.dry_run, tracing_endpoint=d.tracing_endpoint
+            ),
             Phase(
                 "dns",
                 "Cluster DNS: a Deployment behind kube-system/kube-dns",
-                lambda d: dns.deploy(None if d.dry_run else d.client(), d.image),
+                lambda d: dns.deploy(
+                    None if d.dry_run else d.client(), d.image, d.tracing_endpoint
+                ),
             ),
         ),
         Phase("show-join-command", "Prints how to use the cluster and join it", show_join_command),

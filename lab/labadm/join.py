@@ -55,6 +55,8 @@ class JoinData:
     control_plane: InitData | None = None
     """With --control-plane: what this node's control plane is made from (the same
     data `labadm init` fills; `lab.labadm.controlplane_join`)."""
+    tracing_endpoint: str = ""
+    """kube-proxy's `--tracing-endpoint` (`InitData.tracing_endpoint`)."""
 
     @property
     def server(self) -> str:
@@ -234,7 +236,9 @@ JOIN = Workflow[JoinData](
         controlplane_join.JOIN,
         addons(
             lambda d: start_network_agent(d.layout, dry_run=d.dry_run),
-            lambda d: start_kube_proxy(d.layout, d.pod_subnet, dry_run=d.dry_run),
+            lambda d: start_kube_proxy(
+                d.layout, d.pod_subnet, dry_run=d.dry_run, tracing_endpoint=d.tracing_endpoint
+            ),
         ),
         Phase("show-joined", "Says what happened", show_joined),
     )

@@ -105,3 +105,8 @@ def write_kubeconfig(
     )
     written.chmod(0o600)
     return written
+
+
+def tracing_flags(endpoint: str) -> list[str]:
+    """A component's `--tracing-endpoint`, when the lab has a collector (`InitData`)."""
+    return [f"--tracing-endpoint={endpoint}"] if endpoint else []
