@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 import requests
+from opentelemetry import trace
 
 from controlplane.controllers import manager
 from kubelab import pki
@@ -140,16 +141,18 @@ def controllers(cluster: Cluster, *flags: str) -> Iterator[None]:
 
 
 @contextmanager
-def controller_manager(config: ClientConfig, options: manager.Options) -> Iterator[None]:
+def controller_manager(
+    config: ClientConfig, options: manager.Options, tracer: trace.Tracer | None = None
+) -> Iterator[None]:
     """Run one term of the real `ControllerManager` (no leader election) in a thread
-    until the block ends; if it failed, the failure is raised here, not lost in the
-    thread."""
+    until the block ends, tracing with `tracer` if given; if it failed, the failure is
+    raised here, not lost in the thread."""
     stop = threading.Event()
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
-            manager.ControllerManager(config, options).run(stop)
+            manager.ControllerManager(config, options, tracer=tracer).run(stop)
         except BaseException as exc:
             failure.append(exc)
 

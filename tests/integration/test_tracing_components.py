@@ -1,0 +1,237 @@
+"""The controller-manager's and the scheduler's spans against the real apiserver
+(`lab.testenv`), each component running in a thread with its spans in memory: a
+Deployment's reconcile continues the trace kept in its annotation, and the scheduler's
+filter span gives each node's verdict, a control-plane node rejected for its taint.
+
+A test apiserver of the module's own: the controllers and the scheduler act on the whole
+cluster (its nodes, every namespace's pods).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from controlplane.controllers import manager
+from controlplane.scheduler import config as scheduler_config
+from controlplane.scheduler.metrics import Metrics
+from controlplane.scheduler.scheduler import Scheduler
+from kubelab import tracing
+from kubelab.client import RestClient, load_config, resource_for
+from lab.testenv import Environment
+from tests.conftest import new_namespace
+from tests.integration.incluster_controllers import CONTROLLER_MANAGER, controller_manager
+from tests.unit.client.conftest import eventually
+
+DEPLOYMENTS = resource_for("apps/v1", "Deployment")
+REPLICA_SETS = resource_for("apps/v1", "ReplicaSet")
+NODES = resource_for("v1", "Node")
+PODS = resource_for("v1", "Pod")
+RS = "ReplicaSet"
+CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
+    with Environment.start(directory=tmp_path_factory.mktemp("testenv")) as env:
+        yield env
+
+
+@pytest.fixture
+def admin(env: Environment) -> Iterator[RestClient]:
+    with RestClient(env.client_config(), qps=None) as client:
+        yield client
+
+
+def in_memory(component: str) -> tuple[tracing.Tracing, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    return tracing.setup(component, "cp1", CollectorRegistry(), exporter=exporter), exporter
+
+
+def written_by(span: trace.Span, obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` carrying `span`'s context, as the apiserver will keep a request's."""
+    tracing.inject(obj["metadata"], trace.set_span_in_context(span))
+    return obj
+
+
+def spans_named(exporter: InMemorySpanExporter, name: str, **attributes: Any) -> list[ReadableSpan]:
+    return [
+        s
+        for s in exporter.get_finished_spans()
+        if s.name == name and all((s.attributes or {}).get(k) == v for k, v in attributes.items())
+    ]
+
+
+def test_a_deployments_reconcile_continues_the_trace_in_its_annotation(
+    env: Environment, admin: RestClient, tmp_path: Path
+) -> None:
+    ns = new_namespace(env, "traced")
+    traced, exporter = in_memory("controller-manager")
+    kubectl, _ = in_memory("apiserver")
+    args = manager.parse_args(
+        [
+            "--kubeconfig",
+            str(env.kubeconfig_for(CONTROLLER_MANAGER)),
+            "--leader-elect=false",
+            "--controllers=deployment-controller",
+        ]
+    )
+    config = load_config(args.kubeconfig)
+    options = manager.Options(
+        controllers=manager.runnable_controllers(args),
+        root_ca=b"",
+        workers={},
+        qps=args.kube_api_qps,
+        burst=args.kube_api_burst,
+        args=args,
+    )
+    writer = kubectl.tracer.start_span("kubectl create deployment")
+    labels = {"app": "web"}
+    body = written_by(
+        writer,
+        {
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                },
+            },
+        },
+    )
+    with controller_manager(config, options, traced.tracer):
+        deployment = admin.create(DEPLOYMENTS, body)
+        eventually(lambda: admin.list(REPLICA_SETS, ns)["items"])
+        traced.force_flush()
+        eventually(
+            lambda: spans_named(exporter, "Client.create", **{tracing.OBJECT_KIND: "ReplicaSet"})
+        )
+    traced.force_flush()  # the spans that ended while the controllers stopped
+    writer_trace = writer.get_span_context().trace_id
+    reconciles = spans_named(
+        exporter, "Controller.reconcile", **{tracing.OBJECT_UID: deployment["metadata"]["uid"]}
+    )
+    assert reconciles
+    first = reconciles[0]
+    assert first.context.trace_id == writer_trace
+    assert first.parent is not None and first.parent.span_id == writer.get_span_context().span_id
+    assert first.attributes is not None
+    assert first.attributes[tracing.OBJECT_KIND] == "Deployment"
+    assert first.attributes[tracing.OBJECT_NAME] == "web"
+    assert first.attributes[tracing.OBJECT_NAMESPACE] == ns
+    assert first.attributes["kubelab.controller"] == "deployment-controller"
+    # The informer's event and the queue wait are in the same trace, before the reconcile.
+    events = spans_named(
+        exporter, "Informer.event", **{tracing.OBJECT_UID: deployment["metadata"]["uid"]}
+    )
+    # (the create may reach the informer by its first list, which is not traced: its
+    # status updates are watch events all the same)
+    assert events
+    assert {e.context.trace_id for e in events} == {writer_trace}
+    waits = spans_named(exporter, "WorkQueue.wait", **{"kubelab.workqueue.key": f"{ns}/web"})
+    assert waits[0].context.trace_id == writer_trace
+    # The ReplicaSet's creation is the reconcile's child: its request carried the context.
+    creates = spans_named(exporter, "Client.create", **{tracing.OBJECT_KIND: "ReplicaSet"})
+    assert any(
+        c.parent is not None and c.parent.span_id in {r.context.span_id for r in reconciles}
+        for c in creates
+    )
+    assert creates[0].context.trace_id == writer_trace
+
+
+@pytest.fixture
+def scheduler(env: Environment) -> Iterator[tuple[tracing.Tracing, InMemorySpanExporter]]:
+    traced, exporter = in_memory("scheduler")
+    stop = threading.Event()
+    client = RestClient(env.client_config("system:kube-scheduler", ()), qps=None)
+    sched = Scheduler(client, scheduler_config.load(None), Metrics(), tracer=traced.tracer)
+    thread = threading.Thread(target=sched.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield traced, exporter
+    finally:
+        stop.set()
+        thread.join(30)
+        client.close()
+
+
+def add_node(admin: RestClient, name: str, taints: list[dict[str, str]]) -> None:
+    admin.create(
+        NODES,
+        {"metadata": {"name": name, "labels": {"tier": "traced"}}, "spec": {"taints": taints}},
+    )
+    allocatable = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    admin.patch(
+        NODES,
+        name,
+        {"status": {"capacity": allocatable, "allocatable": allocatable}},
+        subresource="status",
+    )
+
+
+def test_the_scheduler_gives_each_nodes_verdict_in_the_pods_trace(
+    env: Environment, admin: RestClient, scheduler: tuple[tracing.Tracing, InMemorySpanExporter]
+) -> None:
+    traced, exporter = scheduler
+    ns = new_namespace(env, "scheduled")
+    add_node(admin, "traced-cp", [CONTROL_PLANE_TAINT])
+    add_node(admin, "traced-w1", [])
+    add_node(admin, "traced-w2", [])
+    kubectl, _ = in_memory("apiserver")
+    writer = kubectl.tracer.start_span("kubectl run")
+    pod = admin.create(
+        PODS,
+        written_by(
+            writer,
+            {
+                "metadata": {"name": "hello", "namespace": ns},
+                "spec": {
+                    "nodeSelector": {"tier": "traced"},
+                    "containers": [{"name": "hello", "image": "busybox"}],
+                },
+            },
+        ),
+    )
+    eventually(lambda: admin.get(PODS, "hello", ns)["spec"].get("nodeName"))
+    node = admin.get(PODS, "hello", ns)["spec"]["nodeName"]
+    traced.force_flush()
+    eventually(lambda: spans_named(exporter, "Scheduler.bind"))
+    (cycle,) = spans_named(
+        exporter, "Scheduler.schedule", **{tracing.OBJECT_UID: pod["metadata"]["uid"]}
+    )
+    assert cycle.context.trace_id == writer.get_span_context().trace_id
+    assert cycle.attributes is not None
+    assert cycle.attributes["kubelab.scheduler.node"] == node
+    assert cycle.attributes["kubelab.scheduler.result"] == "scheduled"
+    (queued,) = spans_named(exporter, "Scheduler.queue")
+    assert queued.context.trace_id == cycle.context.trace_id
+    (filtered,) = spans_named(exporter, "Scheduler.filter")
+    assert filtered.parent is not None and filtered.parent.span_id == cycle.context.span_id
+    verdicts = dict(filtered.attributes or {})
+    assert verdicts["kubelab.scheduler.nodes.evaluated"] == admin_node_count(admin)
+    (taint,) = verdicts["kubelab.scheduler.filter.TaintToleration.rejected"]
+    assert taint.startswith("traced-cp: node(s) had untolerated taint")
+    assert "node-role.kubernetes.io/control-plane" in taint
+    assert verdicts["kubelab.scheduler.nodes.feasible"] == 2
+    (scored,) = spans_named(exporter, "Scheduler.score")
+    assert sorted(scored.attributes["kubelab.scheduler.score.nodes"]) == [  # type: ignore[index,arg-type]
+        "traced-w1",
+        "traced-w2",
+    ]
+    (bind,) = spans_named(exporter, "Scheduler.bind")
+    assert bind.parent is not None and bind.parent.span_id == cycle.context.span_id
+    assert bind.attributes is not None and bind.attributes["kubelab.scheduler.node"] == node
+
+
+def admin_node_count(admin: RestClient) -> int:
+    return len(admin.list(NODES)["items"])
