@@ -6,10 +6,19 @@ from __future__ import annotations
 import subprocess
 import threading
 from collections.abc import Sequence
+from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from kubelab import tracing
+from kubelab.client import ClientConfig, RestClient, SharedInformer, resource_for
 from kubelab.iptables import Iptables, Jump, Tables
-from kubelab.nodeagent import SyncLoop
+from kubelab.nodeagent import SyncLoop, SyncTracing
 from tests.waiting import until
+
+SERVICES = resource_for("v1", "Service")
 
 
 def test_tables_declare_fill_and_delete_chains_in_one_input_per_table() -> None:
@@ -104,3 +113,34 @@ def test_the_sync_loop_syncs_at_start_on_a_poke_and_again_after_a_failure() -> N
         loop.poke()
         thread.join(5)
     assert not thread.is_alive()
+
+
+def test_a_traced_sync_links_to_the_writers_of_the_objects_that_changed() -> None:
+    exporter = InMemorySpanExporter()
+    traced = tracing.setup("kube-proxy", "w1", CollectorRegistry(), exporter=exporter)
+    writer = traced.tracer.start_span("kubectl expose")
+    service: dict[str, Any] = {"metadata": {"name": "web", "namespace": "ns", "uid": "s1"}}
+    tracing.inject(service["metadata"], trace.set_span_in_context(writer))
+    informer = SharedInformer(RestClient(ClientConfig(server="http://127.0.0.1:1")), SERVICES)
+    synced: list[int] = []
+    loop = SyncLoop(
+        "proxy",
+        lambda: synced.append(1),
+        sync_tracing=SyncTracing(traced.tracer, "Proxy.sync", "Proxy.syncRules"),
+    )
+    informer.indexer.add(service)
+    loop.watch(informer)  # the cached Service is notified as added
+    loop._traced_sync()
+    loop._traced_sync()  # a resync that no change caused: not traced
+    traced.force_flush()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"Proxy.sync", "Proxy.syncRules"}
+    sync, rules = spans["Proxy.sync"], spans["Proxy.syncRules"]
+    assert sync.parent is None  # a trace of its own ...
+    writer_context = writer.get_span_context()
+    assert [link.context.span_id for link in sync.links] == [writer_context.span_id]
+    assert rules.parent is not None and rules.parent.span_id == sync.context.span_id
+    assert rules.attributes is not None and rules.attributes[tracing.OBJECT_UID] == "s1"
+    assert rules.attributes[tracing.OBJECT_KIND] == "Service"
+    assert [link.context.trace_id for link in rules.links] == [writer_context.trace_id]
+    assert len(synced) == 2
