@@ -122,9 +122,10 @@ def storage_version(crd: Object) -> str:
 
 
 class CustomResourceStrategy(Strategy):
-    """A custom resource's rules, from its CRD: defaults and validation by the version's
-    structural schema; a status subresource keeps status out of main writes (and a new
-    object's status is dropped); the scale subresource reads the CRD's replica paths."""
+    """A custom resource's rules, from its CRD alone: defaults and validation by the
+    version's structural schema (its metadata validated as every resource's); a status
+    subresource keeps status out of main writes (and a new object's status is dropped);
+    the scale subresource reads the CRD's replica paths."""
 
     def __init__(self, resource: Resource, crd: Object) -> None:
         super().__init__(resource)
@@ -159,16 +160,11 @@ class CustomResourceStrategy(Strategy):
         super().prepare_for_create(obj, user)
         if self.status_subresource:
             obj.pop("status", None)
+
+    def default(self, obj: Object) -> None:
+        """The defaults of the object's version's structural schema, nothing else: a
+        custom resource never gets a built-in kind's defaults, whatever its kind."""
         structural.default(self._schema_of(obj), obj)
-
-    def prepare_for_update(self, new: Object, old: Object) -> None:
-        super().prepare_for_update(new, old)
-        structural.default(self._schema_of(new), new)
-
-    def prepare_for_status_update(self, new: Object, old: Object) -> Object:
-        out = super().prepare_for_status_update(new, old)
-        structural.default(self._schema_of(out), out)
-        return out
 
     def validate(self, obj: Object) -> list[FieldError]:
         schema = self._schema_of(obj)

@@ -38,7 +38,6 @@ import yaml
 from controlplane.apiserver import managedfields, protobuf
 from kubelab import fastjson, storeclient
 from kubelab.api import errors, patch, selectors
-from kubelab.api.defaults import apply_defaults
 from kubelab.api.errors import FieldError
 from kubelab.api.resources import Resource
 
@@ -551,7 +550,7 @@ class Registry:
                 r.group,
             )
         strategy.prepare_for_create(obj, user)
-        apply_defaults(r.kind, obj)
+        strategy.default(obj)
         attrs = Attributes("CREATE", r, "", namespace, name, obj, None, user, dry_run)
         self.admission.admit(attrs)
         self._refuse(r, obj, strategy.validate(obj))
@@ -778,7 +777,7 @@ class Registry:
                 raise errors.conflict(r.plural, name, r.group)
             new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
             new = update.prepare_for_update(strategy, new, old)
-            apply_defaults(r.kind, new)
+            strategy.default(new)
             attrs = Attributes(
                 "UPDATE", r, update.subresource, namespace, name, new, old, user, dry_run
             )

@@ -1,8 +1,11 @@
 """Defaulting: the values the real API fills in when a client leaves a field out.
 
-`apply_defaults(kind, obj)` mutates a decoded object in place; the apiserver calls it
-on create and on update, after its own server-owned fields (uid, status) and before
-validation, the order the real apiserver follows. The values are Kubernetes' own
+One `Defaulter` per resource (`default_pod`, `default_service`, ...) mutates a decoded
+object in place; each resource's strategy names its own
+(``controlplane.apiserver.strategies``), and the apiserver calls it on create and on
+update, after its own server-owned fields (uid, status) and before validation, the order
+the real apiserver follows. Nothing here is looked up by kind: a custom resource whose
+kind is ``Service`` is never defaulted as a core Service. The values are Kubernetes' own
 (core/v1, apps/v1, batch/v1, rbac/v1, networking/v1, scheduling/v1, autoscaling/v2,
 storage/v1 and admissionregistration/v1 defaulting, plus the few the real registries set
 on create), so `kubectl get -o yaml` shows what it shows against a real cluster:
@@ -23,6 +26,7 @@ from kubelab.api.quantity import parse_quantity
 from kubelab.api.validation.volumes import SOURCES as VOLUME_SOURCES
 
 Object = dict[str, Any]
+Defaulter = Callable[[Object], None]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 TERMINATION_MESSAGE_PATH = "/dev/termination-log"
@@ -32,13 +36,6 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 _PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1}
 _PROBE_DEFAULTS |= {"failureThreshold": 3}
-
-
-def apply_defaults(kind: str, obj: Object) -> None:
-    """Fill in the defaults of a `kind` object; kinds without defaults are left alone."""
-    defaulter = _DEFAULTERS.get(kind)
-    if defaulter is not None:
-        defaulter(obj)
 
 
 def _child(parent: Object, key: str) -> Object:
@@ -80,7 +77,7 @@ def _resource_list(value: Any) -> None:
 # --- pods -----------------------------------------------------------------------------
 
 
-def _pod(pod: Object) -> None:
+def default_pod(pod: Object) -> None:
     spec = _child(pod, "spec")
     _pod_spec(spec)
     spec.setdefault("enableServiceLinks", True)
@@ -193,7 +190,7 @@ def _volume(volume: Object) -> None:
 # --- workloads ------------------------------------------------------------------------
 
 
-def _deployment(deployment: Object) -> None:
+def default_deployment(deployment: Object) -> None:
     spec = _child(deployment, "spec")
     spec.setdefault("replicas", 1)
     strategy = _child(spec, "strategy")
@@ -215,14 +212,14 @@ def _status_counters(obj: Object, *names: str) -> None:
         status.setdefault(name, 0)
 
 
-def _replica_set(replica_set: Object) -> None:
+def default_replica_set(replica_set: Object) -> None:
     spec = _child(replica_set, "spec")
     spec.setdefault("replicas", 1)
     _pod_template(spec)
     _status_counters(replica_set, "replicas")
 
 
-def _replication_controller(controller: Object) -> None:
+def default_replication_controller(controller: Object) -> None:
     """An RC without a selector (or labels) takes its template's labels."""
     spec = _child(controller, "spec")
     spec.setdefault("replicas", 1)
@@ -240,7 +237,7 @@ def _replication_controller(controller: Object) -> None:
     _status_counters(controller, "replicas")
 
 
-def _daemon_set(daemon_set: Object) -> None:
+def default_daemon_set(daemon_set: Object) -> None:
     spec = _child(daemon_set, "spec")
     strategy = _child(spec, "updateStrategy")
     strategy.setdefault("type", "RollingUpdate")
@@ -259,7 +256,7 @@ def _daemon_set(daemon_set: Object) -> None:
     )
 
 
-def _stateful_set(stateful_set: Object) -> None:
+def default_stateful_set(stateful_set: Object) -> None:
     spec = _child(stateful_set, "spec")
     spec.setdefault("podManagementPolicy", "OrderedReady")
     strategy = _child(spec, "updateStrategy")
@@ -281,7 +278,7 @@ def _stateful_set(stateful_set: Object) -> None:
     _status_counters(stateful_set, "replicas")
 
 
-def _job(job: Object) -> None:
+def default_job(job: Object) -> None:
     spec = _child(job, "spec")
     _job_selector(job, spec)
     if spec.get("completions") is None and spec.get("parallelism") is None:
@@ -314,7 +311,7 @@ def _job_selector(job: Object, spec: Object) -> None:
     spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
 
 
-def _cron_job(cron_job: Object) -> None:
+def default_cron_job(cron_job: Object) -> None:
     spec = _child(cron_job, "spec")
     spec.setdefault("concurrencyPolicy", "Allow")
     spec.setdefault("suspend", False)
@@ -326,7 +323,7 @@ def _cron_job(cron_job: Object) -> None:
 # --- services and networking ----------------------------------------------------------
 
 
-def _service(service: Object) -> None:
+def default_service(service: Object) -> None:
     spec = _child(service, "spec")
     spec.setdefault("type", "ClusterIP")
     kind = spec.get("type")
@@ -363,13 +360,13 @@ def _cluster_ips(spec: Object) -> None:
         spec["clusterIP"] = cluster_ips[0]
 
 
-def _endpoints(endpoints: Object) -> None:
+def default_endpoints(endpoints: Object) -> None:
     for subset in _objects(endpoints.get("subsets")):
         for port in _objects(subset.get("ports")):
             port.setdefault("protocol", "TCP")
 
 
-def _endpoint_slice(endpoint_slice: Object) -> None:
+def default_endpoint_slice(endpoint_slice: Object) -> None:
     for port in _objects(endpoint_slice.get("ports")):
         port.setdefault("protocol", "TCP")
         port.setdefault("name", "")
@@ -378,7 +375,7 @@ def _endpoint_slice(endpoint_slice: Object) -> None:
 # --- configuration, cluster and storage -----------------------------------------------
 
 
-def _secret(secret: Object) -> None:
+def default_secret(secret: Object) -> None:
     """Type Opaque, and stringData (write-only plain text) merged into data, base64."""
     secret.setdefault("type", "Opaque")
     string_data = secret.pop("stringData", None)
@@ -388,7 +385,7 @@ def _secret(secret: Object) -> None:
             data[key] = base64.b64encode(str(value).encode()).decode()
 
 
-def _namespace(namespace: Object) -> None:
+def default_namespace(namespace: Object) -> None:
     metadata = _child(namespace, "metadata")
     name = metadata.get("name")
     if isinstance(name, str) and name:
@@ -396,7 +393,7 @@ def _namespace(namespace: Object) -> None:
     _child(namespace, "spec").setdefault("finalizers", ["kubernetes"])
 
 
-def _node(node: Object) -> None:
+def default_node(node: Object) -> None:
     status = node.get("status")
     if not isinstance(status, dict):
         return
@@ -407,14 +404,14 @@ def _node(node: Object) -> None:
         status["allocatable"] = {k: v for k, v in capacity.items() if _is_quantity(v)}
 
 
-def _persistent_volume(volume: Object) -> None:
+def default_persistent_volume(volume: Object) -> None:
     spec = _child(volume, "spec")
     spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
     spec.setdefault("volumeMode", "Filesystem")
     _resource_list(spec.get("capacity"))
 
 
-def _persistent_volume_claim(claim: Object) -> None:
+def default_persistent_volume_claim(claim: Object) -> None:
     _claim_spec(_child(claim, "spec"))
 
 
@@ -426,7 +423,7 @@ def _claim_spec(spec: Object) -> None:
         _resource_list(resources.get("limits"))
 
 
-def _limit_range(limit_range: Object) -> None:
+def default_limit_range(limit_range: Object) -> None:
     """For containers: a max is the default limit, a default limit is the default request,
     and a min is the default request when there is no default limit."""
     for limit in _objects(_child(limit_range, "spec").get("limits")):
@@ -442,11 +439,11 @@ def _limit_range(limit_range: Object) -> None:
                     target.setdefault(name, amount)
 
 
-def _resource_quota(quota: Object) -> None:
+def default_resource_quota(quota: Object) -> None:
     _resource_list(_child(quota, "spec").get("hard"))
 
 
-def _binding(binding: Object) -> None:
+def default_role_binding(binding: Object) -> None:
     """Users and groups belong to the RBAC API group; service accounts to the core one."""
     role_ref = binding.get("roleRef")
     if isinstance(role_ref, dict) and not role_ref.get("apiGroup"):
@@ -460,13 +457,13 @@ def _binding(binding: Object) -> None:
             subject["apiGroup"] = ""
 
 
-def _ingress(ingress: Object) -> None:
+def default_ingress(ingress: Object) -> None:
     """Go writes the empty load balancer status (a struct is never omitted), which
     controllers and `kubectl get -o yaml` show as `loadBalancer: {}`."""
     _child(_child(ingress, "status"), "loadBalancer")
 
 
-def _network_policy(policy: Object) -> None:
+def default_network_policy(policy: Object) -> None:
     """Ingress is always isolated by a policy that names no types; Egress too when the
     policy has egress rules. Ports are TCP unless they say otherwise."""
     spec = _child(policy, "spec")
@@ -478,7 +475,7 @@ def _network_policy(policy: Object) -> None:
         spec["policyTypes"] = ["Ingress", "Egress"] if spec.get("egress") else ["Ingress"]
 
 
-def _priority_class(priority_class: Object) -> None:
+def default_priority_class(priority_class: Object) -> None:
     priority_class.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
 
@@ -499,7 +496,7 @@ _SCALE_DOWN = {
 DEFAULT_CPU_UTILIZATION = 80
 
 
-def _horizontal_pod_autoscaler(hpa: Object) -> None:
+def default_horizontal_pod_autoscaler(hpa: Object) -> None:
     """At least one replica; 80% CPU when no metric is given; a given behavior filled in
     direction by direction (autoscaling/v2 defaulting; v1 objects arrive converted)."""
     spec = _child(hpa, "spec")
@@ -530,7 +527,7 @@ def _horizontal_pod_autoscaler(hpa: Object) -> None:
                 rules[key] = [dict(p) for p in value] if isinstance(value, list) else value
 
 
-def _storage_class(storage_class: Object) -> None:
+def default_storage_class(storage_class: Object) -> None:
     storage_class.setdefault("reclaimPolicy", "Delete")
     storage_class.setdefault("volumeBindingMode", "Immediate")
 
@@ -545,7 +542,7 @@ _CSI_DRIVER_DEFAULTS: dict[str, Any] = {
 }
 
 
-def _csi_driver(driver: Object) -> None:
+def default_csi_driver(driver: Object) -> None:
     spec = _child(driver, "spec")
     for key, value in _CSI_DRIVER_DEFAULTS.items():
         spec.setdefault(key, value)
@@ -553,7 +550,7 @@ def _csi_driver(driver: Object) -> None:
         spec["volumeLifecycleModes"] = ["Persistent"]
 
 
-def _webhooks(mutating: bool) -> Callable[[Object], None]:
+def _webhooks(mutating: bool) -> Defaulter:
     """admissionregistration/v1 defaults of each webhook of a configuration."""
 
     def default(configuration: Object) -> None:
@@ -574,33 +571,5 @@ def _webhooks(mutating: bool) -> Callable[[Object], None]:
     return default
 
 
-_DEFAULTERS: dict[str, Callable[[Object], None]] = {
-    "Pod": _pod,
-    "Deployment": _deployment,
-    "ReplicaSet": _replica_set,
-    "ReplicationController": _replication_controller,
-    "DaemonSet": _daemon_set,
-    "StatefulSet": _stateful_set,
-    "Job": _job,
-    "CronJob": _cron_job,
-    "Service": _service,
-    "Endpoints": _endpoints,
-    "EndpointSlice": _endpoint_slice,
-    "Secret": _secret,
-    "Namespace": _namespace,
-    "Node": _node,
-    "PersistentVolume": _persistent_volume,
-    "PersistentVolumeClaim": _persistent_volume_claim,
-    "LimitRange": _limit_range,
-    "ResourceQuota": _resource_quota,
-    "RoleBinding": _binding,
-    "ClusterRoleBinding": _binding,
-    "Ingress": _ingress,
-    "NetworkPolicy": _network_policy,
-    "PriorityClass": _priority_class,
-    "HorizontalPodAutoscaler": _horizontal_pod_autoscaler,
-    "StorageClass": _storage_class,
-    "CSIDriver": _csi_driver,
-    "MutatingWebhookConfiguration": _webhooks(mutating=True),
-    "ValidatingWebhookConfiguration": _webhooks(mutating=False),
-}
+default_mutating_webhook_configuration = _webhooks(mutating=True)
+default_validating_webhook_configuration = _webhooks(mutating=False)

@@ -16,9 +16,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from controlplane.apiserver.strategies import for_resource
 from kubelab.api import celrules, structural
 from kubelab.api.resources import lookup
-from kubelab.api.validation import validate
 from tests.integration.controlplane_fixture import Lab, lab
 
 __all__ = ["lab"]  # pytest fixture used below
@@ -91,7 +91,7 @@ def test_everything_stored_by_the_fuzzing_is_valid(lab: Lab) -> None:
         assert r is not None
         listed = lab.api("GET", r.path(FUZZ_NAMESPACE)).json()
         for obj in listed["items"]:
-            assert validate(r.kind, obj) == [], obj
+            assert for_resource(r).validate(obj) == [], obj
 
 
 # -- custom resources, from their group version's OpenAPI v3 document -------------------

@@ -469,3 +469,66 @@ def test_formats_and_validation_rules(apiserver: Environment, namespace: str) ->
         assert "compilation failed" in out, out
     finally:
         kubectl(apiserver, "delete", "crd", f"gauges.{group}", "--wait=false", check=False)
+
+
+def test_a_custom_service_gets_its_crds_rules_not_the_core_services(
+    apiserver: Environment, namespace: str
+) -> None:
+    """Knative's serving.knative.dev has a kind Service: its objects have no spec.ports and
+    must get neither the core Service's validation nor its defaults (rules are the
+    resource's, never the kind name's)."""
+    group = "serving.knative.dev"
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"services.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "services", "singular": "service", "kind": "Service"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(crd))
+    try:
+        wait_established(apiserver, f"services.{group}")
+        spec = {"template": {"spec": {"containers": [{"image": "ghcr.io/knative/hello"}]}}}
+        service = {
+            "apiVersion": f"{group}/v1",
+            "kind": "Service",
+            "metadata": {"name": "hello"},
+            "spec": spec,
+        }
+        kubectl(
+            apiserver, f"--namespace={namespace}", "create", "-f", "-", stdin=json.dumps(service)
+        )
+        got = json.loads(
+            kubectl(
+                apiserver,
+                f"--namespace={namespace}",
+                "get",
+                f"services.{group}",
+                "hello",
+                "-o",
+                "json",
+            )
+        )
+        assert got["spec"] == spec, "no core Service defaults (type, ports, sessionAffinity...)"
+        core = json.loads(
+            kubectl(apiserver, f"--namespace={namespace}", "get", "services", "-o", "json")
+        )
+        assert all(s["metadata"]["name"] != "hello" for s in core["items"])
+    finally:
+        kubectl(apiserver, "delete", "crd", f"services.{group}", "--timeout=30s", check=False)

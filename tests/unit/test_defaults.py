@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from kubelab.api.defaults import apply_defaults
+from tests.unit.resource_rules import apply_defaults
 
 Object = dict[str, Any]
 
 
-def defaulted(kind: str, obj: Object) -> Object:
-    apply_defaults(kind, obj)
+def defaulted(resource: str, obj: Object) -> Object:
+    apply_defaults(resource, obj)
     return obj
 
 
@@ -27,7 +27,7 @@ def template(**extra: Any) -> Object:
 
 
 def test_a_pod_spec_gets_the_scheduling_and_lifecycle_defaults() -> None:
-    spec = defaulted("Pod", {"spec": pod_spec()})["spec"]
+    spec = defaulted("pods", {"spec": pod_spec()})["spec"]
     assert spec["restartPolicy"] == "Always"
     assert spec["dnsPolicy"] == "ClusterFirst"
     assert spec["terminationGracePeriodSeconds"] == 30
@@ -37,7 +37,7 @@ def test_a_pod_spec_gets_the_scheduling_and_lifecycle_defaults() -> None:
 
 
 def test_a_container_gets_its_termination_message_and_resources_defaults() -> None:
-    container = defaulted("Pod", {"spec": pod_spec()})["spec"]["containers"][0]
+    container = defaulted("pods", {"spec": pod_spec()})["spec"]["containers"][0]
     assert container["terminationMessagePath"] == "/dev/termination-log"
     assert container["terminationMessagePolicy"] == "File"
     assert container["resources"] == {}
@@ -58,13 +58,13 @@ def test_a_container_gets_its_termination_message_and_resources_defaults() -> No
 def test_image_pull_policy_is_always_only_for_latest_or_untagged_images(
     image: str, policy: str
 ) -> None:
-    spec = defaulted("Pod", {"spec": {"containers": [{"name": "c", "image": image}]}})["spec"]
+    spec = defaulted("pods", {"spec": {"containers": [{"name": "c", "image": image}]}})["spec"]
     assert spec["containers"][0]["imagePullPolicy"] == policy
 
 
 def test_init_containers_get_the_same_container_defaults() -> None:
     spec = pod_spec(initContainers=[{"name": "init", "image": "busybox"}])
-    init = defaulted("Pod", {"spec": spec})["spec"]["initContainers"][0]
+    init = defaulted("pods", {"spec": spec})["spec"]["initContainers"][0]
     assert init["imagePullPolicy"] == "Always"
     assert init["terminationMessagePolicy"] == "File"
 
@@ -78,7 +78,7 @@ def test_ports_default_to_tcp_and_probes_get_their_timings() -> None:
         "readinessProbe": {"tcpSocket": {"port": 80}, "periodSeconds": 3},
         "lifecycle": {"preStop": {"httpGet": {"port": 80, "path": "/stop"}}},
     }
-    out = defaulted("Pod", {"spec": {"containers": [container]}})["spec"]["containers"][0]
+    out = defaulted("pods", {"spec": {"containers": [container]}})["spec"]["containers"][0]
     assert [p["protocol"] for p in out["ports"]] == ["TCP", "UDP"]
     liveness = out["livenessProbe"]
     assert (liveness["timeoutSeconds"], liveness["periodSeconds"]) == (1, 10)
@@ -94,7 +94,7 @@ def test_a_pod_requests_what_it_limits_when_it_requests_nothing() -> None:
         "image": "x:1",
         "resources": {"limits": {"cpu": "500m", "memory": "1.5Gi"}, "requests": {"cpu": "100m"}},
     }
-    out = defaulted("Pod", {"spec": {"containers": [container]}})["spec"]["containers"][0]
+    out = defaulted("pods", {"spec": {"containers": [container]}})["spec"]["containers"][0]
     assert out["resources"]["requests"] == {"cpu": "100m", "memory": "1536Mi"}
 
 
@@ -104,14 +104,14 @@ def test_resource_quantities_are_stored_in_canonical_form_rounded_to_millis() ->
         "image": "x:1",
         "resources": {"limits": {"cpu": "1000m", "memory": "1024Ki"}, "requests": {"cpu": 0.0001}},
     }
-    out = defaulted("Pod", {"spec": {"containers": [container]}})["spec"]["containers"][0]
+    out = defaulted("pods", {"spec": {"containers": [container]}})["spec"]["containers"][0]
     assert out["resources"]["limits"] == {"cpu": "1", "memory": "1Mi"}
     assert out["resources"]["requests"]["cpu"] == "1m"
 
 
 def test_a_malformed_quantity_is_left_for_validation_to_report() -> None:
     container = {"name": "c", "image": "x:1", "resources": {"limits": {"cpu": "lots"}}}
-    out = defaulted("Pod", {"spec": {"containers": [container]}})["spec"]["containers"][0]
+    out = defaulted("pods", {"spec": {"containers": [container]}})["spec"]["containers"][0]
     assert out["resources"]["limits"]["cpu"] == "lots"
 
 
@@ -120,7 +120,7 @@ def test_with_the_host_network_container_ports_are_host_ports() -> None:
         "hostNetwork": True,
         "containers": [{"name": "c", "image": "x:1", "ports": [{"containerPort": 9100}]}],
     }
-    port = defaulted("Pod", {"spec": spec})["spec"]["containers"][0]["ports"][0]
+    port = defaulted("pods", {"spec": spec})["spec"]["containers"][0]["ports"][0]
     assert port["hostPort"] == 9100
 
 
@@ -136,7 +136,7 @@ def test_volumes_without_a_source_are_empty_dirs_and_file_volumes_get_mode_0644(
             "downwardAPI": {"items": [{"path": "n", "fieldRef": {"fieldPath": "metadata.name"}}]},
         },
     ]
-    out = defaulted("Pod", {"spec": pod_spec(volumes=volumes)})["spec"]["volumes"]
+    out = defaulted("pods", {"spec": pod_spec(volumes=volumes)})["spec"]["volumes"]
     assert out[0]["emptyDir"] == {}
     assert out[1]["configMap"]["defaultMode"] == 420
     assert out[2]["secret"]["defaultMode"] == 0o400
@@ -148,30 +148,30 @@ def test_volumes_without_a_source_are_empty_dirs_and_file_volumes_get_mode_0644(
 def test_env_field_references_default_to_the_v1_api() -> None:
     env = [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     spec = {"containers": [{"name": "c", "image": "x:1", "env": env}]}
-    out = defaulted("Pod", {"spec": spec})["spec"]["containers"][0]["env"][0]
+    out = defaulted("pods", {"spec": spec})["spec"]["containers"][0]["env"][0]
     assert out["valueFrom"]["fieldRef"]["apiVersion"] == "v1"
 
 
 @pytest.mark.parametrize(
-    ("kind", "spec", "template_at"),
+    ("resource", "spec", "template_at"),
     [
-        ("Deployment", {"template": template()}, ("template",)),
-        ("ReplicaSet", {"template": template()}, ("template",)),
-        ("DaemonSet", {"template": template()}, ("template",)),
-        ("StatefulSet", {"template": template()}, ("template",)),
-        ("ReplicationController", {"template": template()}, ("template",)),
-        ("Job", {"template": template(restartPolicy="Never")}, ("template",)),
+        ("deployments.apps", {"template": template()}, ("template",)),
+        ("replicasets.apps", {"template": template()}, ("template",)),
+        ("daemonsets.apps", {"template": template()}, ("template",)),
+        ("statefulsets.apps", {"template": template()}, ("template",)),
+        ("replicationcontrollers", {"template": template()}, ("template",)),
+        ("jobs.batch", {"template": template(restartPolicy="Never")}, ("template",)),
         (
-            "CronJob",
+            "cronjobs.batch",
             {"jobTemplate": {"spec": {"template": template()}}},
             ("jobTemplate", "spec", "template"),
         ),
     ],
 )
 def test_every_workload_template_gets_the_pod_spec_defaults_but_not_the_pod_only_ones(
-    kind: str, spec: Object, template_at: tuple[str, ...]
+    resource: str, spec: Object, template_at: tuple[str, ...]
 ) -> None:
-    node = defaulted(kind, {"metadata": {"name": "w", "uid": "u-1"}, "spec": spec})["spec"]
+    node = defaulted(resource, {"metadata": {"name": "w", "uid": "u-1"}, "spec": spec})["spec"]
     for key in template_at:
         node = node[key]
     pod = node["spec"]
@@ -182,7 +182,7 @@ def test_every_workload_template_gets_the_pod_spec_defaults_but_not_the_pod_only
 
 
 def test_a_deployment_rolls_out_25_percent_at_a_time_and_keeps_ten_revisions() -> None:
-    spec = defaulted("Deployment", {"spec": {"template": template()}})["spec"]
+    spec = defaulted("deployments.apps", {"spec": {"template": template()}})["spec"]
     assert spec["replicas"] == 1
     assert spec["strategy"] == {
         "type": "RollingUpdate",
@@ -193,15 +193,15 @@ def test_a_deployment_rolls_out_25_percent_at_a_time_and_keeps_ten_revisions() -
 
 
 def test_a_recreate_deployment_gets_no_rolling_update_parameters() -> None:
-    spec = defaulted("Deployment", {"spec": {"strategy": {"type": "Recreate"}, "replicas": 0}})[
-        "spec"
-    ]
+    spec = defaulted(
+        "deployments.apps", {"spec": {"strategy": {"type": "Recreate"}, "replicas": 0}}
+    )["spec"]
     assert spec["strategy"] == {"type": "Recreate"}
     assert spec["replicas"] == 0
 
 
 def test_a_daemon_set_replaces_one_pod_at_a_time_without_surge() -> None:
-    spec = defaulted("DaemonSet", {"spec": {"template": template()}})["spec"]
+    spec = defaulted("daemonsets.apps", {"spec": {"template": template()}})["spec"]
     assert spec["updateStrategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
@@ -212,7 +212,7 @@ def test_a_daemon_set_replaces_one_pod_at_a_time_without_surge() -> None:
 def test_a_stateful_set_is_ordered_partitioned_and_retains_its_claims() -> None:
     claim = {"metadata": {"name": "data"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}}
     spec = defaulted(
-        "StatefulSet", {"spec": {"template": template(), "volumeClaimTemplates": [claim]}}
+        "statefulsets.apps", {"spec": {"template": template(), "volumeClaimTemplates": [claim]}}
     )["spec"]
     assert spec["podManagementPolicy"] == "OrderedReady"
     assert spec["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
@@ -226,14 +226,16 @@ def test_a_stateful_set_is_ordered_partitioned_and_retains_its_claims() -> None:
 
 
 def test_an_on_delete_stateful_set_gets_no_partition() -> None:
-    spec = defaulted("StatefulSet", {"spec": {"updateStrategy": {"type": "OnDelete"}}})["spec"]
+    spec = defaulted("statefulsets.apps", {"spec": {"updateStrategy": {"type": "OnDelete"}}})[
+        "spec"
+    ]
     assert spec["updateStrategy"] == {"type": "OnDelete"}
 
 
 def test_a_replica_set_and_a_replication_controller_run_one_replica() -> None:
-    assert defaulted("ReplicaSet", {"spec": {}})["spec"]["replicas"] == 1
+    assert defaulted("replicasets.apps", {"spec": {}})["spec"]["replicas"] == 1
     rc = defaulted(
-        "ReplicationController", {"metadata": {"name": "rc"}, "spec": {"template": template()}}
+        "replicationcontrollers", {"metadata": {"name": "rc"}, "spec": {"template": template()}}
     )
     assert rc["spec"]["replicas"] == 1
     assert rc["spec"]["selector"] == {"app": "web"}
@@ -245,7 +247,7 @@ def test_a_job_runs_once_with_six_retries_and_selects_its_pods_by_uid() -> None:
         "metadata": {"name": "pi", "uid": "1234"},
         "spec": {"template": template(restartPolicy="Never")},
     }
-    spec = defaulted("Job", job)["spec"]
+    spec = defaulted("jobs.batch", job)["spec"]
     assert (spec["completions"], spec["parallelism"]) == (1, 1)
     assert spec["backoffLimit"] == 6
     assert spec["completionMode"] == "NonIndexed"
@@ -265,14 +267,14 @@ def test_a_job_runs_once_with_six_retries_and_selects_its_pods_by_uid() -> None:
 def test_a_parallel_job_keeps_its_completions_unset_and_a_manual_selector_is_kept() -> None:
     selector = {"matchLabels": {"app": "web"}}
     spec = {"parallelism": 3, "manualSelector": True, "selector": selector, "template": template()}
-    out = defaulted("Job", {"metadata": {"name": "j", "uid": "u"}, "spec": spec})["spec"]
+    out = defaulted("jobs.batch", {"metadata": {"name": "j", "uid": "u"}, "spec": spec})["spec"]
     assert "completions" not in out
     assert out["selector"] == {"matchLabels": {"app": "web"}}
     assert "controller-uid" not in out["template"]["metadata"]["labels"]
 
 
 def test_a_cron_job_allows_overlap_and_keeps_three_successes_and_one_failure() -> None:
-    spec = defaulted("CronJob", {"spec": {"schedule": "@hourly"}})["spec"]
+    spec = defaulted("cronjobs.batch", {"spec": {"schedule": "@hourly"}})["spec"]
     assert spec["concurrencyPolicy"] == "Allow"
     assert spec["suspend"] is False
     assert (spec["successfulJobsHistoryLimit"], spec["failedJobsHistoryLimit"]) == (3, 1)
@@ -281,7 +283,7 @@ def test_a_cron_job_allows_overlap_and_keeps_three_successes_and_one_failure() -
 
 def test_a_service_is_a_single_stack_cluster_ip_service_with_tcp_ports() -> None:
     ports = [{"port": 80}, {"port": 53, "protocol": "UDP", "targetPort": "dns"}]
-    spec = defaulted("Service", {"spec": {"ports": ports}})["spec"]
+    spec = defaulted("services", {"spec": {"ports": ports}})["spec"]
     assert spec["type"] == "ClusterIP"
     assert spec["sessionAffinity"] == "None"
     assert spec["ipFamilyPolicy"] == "SingleStack"
@@ -294,71 +296,71 @@ def test_a_service_is_a_single_stack_cluster_ip_service_with_tcp_ports() -> None
 
 
 def test_externally_reachable_services_default_their_external_traffic_policy() -> None:
-    node_port = defaulted("Service", {"spec": {"type": "NodePort"}})["spec"]
+    node_port = defaulted("services", {"spec": {"type": "NodePort"}})["spec"]
     assert node_port["externalTrafficPolicy"] == "Cluster"
-    balancer = defaulted("Service", {"spec": {"type": "LoadBalancer"}})["spec"]
+    balancer = defaulted("services", {"spec": {"type": "LoadBalancer"}})["spec"]
     assert balancer["allocateLoadBalancerNodePorts"] is True
-    external_ip = defaulted("Service", {"spec": {"externalIPs": ["192.0.2.1"]}})["spec"]
+    external_ip = defaulted("services", {"spec": {"externalIPs": ["192.0.2.1"]}})["spec"]
     assert external_ip["externalTrafficPolicy"] == "Cluster"
 
 
 def test_client_ip_affinity_sticks_for_three_hours_and_none_drops_the_config() -> None:
-    sticky = defaulted("Service", {"spec": {"sessionAffinity": "ClientIP"}})["spec"]
+    sticky = defaulted("services", {"spec": {"sessionAffinity": "ClientIP"}})["spec"]
     assert sticky["sessionAffinityConfig"] == {"clientIP": {"timeoutSeconds": 10800}}
-    loose = defaulted("Service", {"spec": {"sessionAffinityConfig": {"clientIP": {}}}})["spec"]
+    loose = defaulted("services", {"spec": {"sessionAffinityConfig": {"clientIP": {}}}})["spec"]
     assert "sessionAffinityConfig" not in loose
 
 
 def test_a_headless_service_lists_none_as_its_cluster_ips() -> None:
-    spec = defaulted("Service", {"spec": {"clusterIP": "None"}})["spec"]
+    spec = defaulted("services", {"spec": {"clusterIP": "None"}})["spec"]
     assert spec["clusterIPs"] == ["None"]
-    from_list = defaulted("Service", {"spec": {"clusterIPs": ["10.96.0.10"]}})["spec"]
+    from_list = defaulted("services", {"spec": {"clusterIPs": ["10.96.0.10"]}})["spec"]
     assert from_list["clusterIP"] == "10.96.0.10"
 
 
 def test_an_external_name_service_gets_no_cluster_ip_fields() -> None:
     spec = defaulted(
-        "Service", {"spec": {"type": "ExternalName", "externalName": "db.example.com"}}
+        "services", {"spec": {"type": "ExternalName", "externalName": "db.example.com"}}
     )["spec"]
     assert "ipFamilyPolicy" not in spec and "internalTrafficPolicy" not in spec
 
 
 def test_endpoint_ports_default_to_tcp() -> None:
-    endpoints = defaulted("Endpoints", {"subsets": [{"ports": [{"port": 80}]}]})
+    endpoints = defaulted("endpoints", {"subsets": [{"ports": [{"port": 80}]}]})
     assert endpoints["subsets"][0]["ports"][0]["protocol"] == "TCP"
-    endpoint_slice = defaulted("EndpointSlice", {"ports": [{"port": 80}]})
+    endpoint_slice = defaulted("endpointslices.discovery.k8s.io", {"ports": [{"port": 80}]})
     assert endpoint_slice["ports"][0] == {"port": 80, "protocol": "TCP", "name": ""}
 
 
 def test_a_namespace_is_labelled_with_its_name_and_finalized_by_kubernetes() -> None:
-    namespace = defaulted("Namespace", {"metadata": {"name": "team-a"}})
+    namespace = defaulted("namespaces", {"metadata": {"name": "team-a"}})
     assert namespace["metadata"]["labels"] == {"kubernetes.io/metadata.name": "team-a"}
     assert namespace["spec"]["finalizers"] == ["kubernetes"]
 
 
 def test_a_secret_is_opaque_and_its_string_data_is_merged_into_data() -> None:
-    secret = defaulted("Secret", {"data": {"a": "eA=="}, "stringData": {"password": "s3cret"}})
+    secret = defaulted("secrets", {"data": {"a": "eA=="}, "stringData": {"password": "s3cret"}})
     assert secret["type"] == "Opaque"
     assert "stringData" not in secret
     assert secret["data"] == {"a": "eA==", "password": base64.b64encode(b"s3cret").decode()}
 
 
 def test_a_node_can_allocate_its_whole_capacity_unless_it_says_otherwise() -> None:
-    node = defaulted("Node", {"status": {"capacity": {"cpu": "4", "memory": "8388608Ki"}}})
+    node = defaulted("nodes", {"status": {"capacity": {"cpu": "4", "memory": "8388608Ki"}}})
     assert node["status"]["allocatable"] == {"cpu": "4", "memory": "8Gi"}
     kept = defaulted(
-        "Node", {"status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "3500m"}}}
+        "nodes", {"status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "3500m"}}}
     )
     assert kept["status"]["allocatable"] == {"cpu": "3500m"}
 
 
 def test_volumes_are_retained_filesystems_by_default() -> None:
-    volume = defaulted("PersistentVolume", {"spec": {"capacity": {"storage": "1024Mi"}}})
+    volume = defaulted("persistentvolumes", {"spec": {"capacity": {"storage": "1024Mi"}}})
     assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
     assert volume["spec"]["volumeMode"] == "Filesystem"
     assert volume["spec"]["capacity"] == {"storage": "1Gi"}
     claim = defaulted(
-        "PersistentVolumeClaim", {"spec": {"resources": {"requests": {"storage": "1e9"}}}}
+        "persistentvolumeclaims", {"spec": {"resources": {"requests": {"storage": "1e9"}}}}
     )
     assert claim["spec"]["volumeMode"] == "Filesystem"
     assert claim["spec"]["resources"]["requests"]["storage"] == "1e9"
@@ -371,11 +373,11 @@ def test_container_limit_ranges_derive_default_limits_and_requests() -> None:
         "min": {"memory": "64Mi"},
         "default": {"memory": "256Mi"},
     }
-    out = defaulted("LimitRange", {"spec": {"limits": [limit]}})["spec"]["limits"][0]
+    out = defaulted("limitranges", {"spec": {"limits": [limit]}})["spec"]["limits"][0]
     assert out["default"] == {"memory": "256Mi", "cpu": "2"}
     assert out["defaultRequest"] == {"memory": "256Mi", "cpu": "2"}
     pod_limit = defaulted(
-        "LimitRange", {"spec": {"limits": [{"type": "Pod", "max": {"cpu": "4"}}]}}
+        "limitranges", {"spec": {"limits": [{"type": "Pod", "max": {"cpu": "4"}}]}}
     )
     assert "default" not in pod_limit["spec"]["limits"][0]
 
@@ -389,7 +391,7 @@ def test_rbac_subjects_and_role_refs_get_their_api_group() -> None:
             {"kind": "ServiceAccount", "name": "bot", "namespace": "ci"},
         ],
     }
-    out = defaulted("ClusterRoleBinding", binding)
+    out = defaulted("clusterrolebindings.rbac.authorization.k8s.io", binding)
     assert out["roleRef"]["apiGroup"] == "rbac.authorization.k8s.io"
     assert [s["apiGroup"] for s in out["subjects"]] == ["rbac.authorization.k8s.io"] * 2 + [""]
 
@@ -397,7 +399,7 @@ def test_rbac_subjects_and_role_refs_get_their_api_group() -> None:
 def test_values_a_client_set_are_never_replaced() -> None:
     spec = pod_spec(restartPolicy="Never", dnsPolicy="Default", terminationGracePeriodSeconds=0)
     spec["containers"][0]["imagePullPolicy"] = "Never"
-    out = defaulted("Pod", {"spec": spec})["spec"]
+    out = defaulted("pods", {"spec": spec})["spec"]
     assert (out["restartPolicy"], out["dnsPolicy"], out["terminationGracePeriodSeconds"]) == (
         "Never",
         "Default",
@@ -411,32 +413,32 @@ def test_defaulting_twice_changes_nothing_more() -> None:
         "metadata": {"name": "pi", "uid": "1"},
         "spec": {"template": template(restartPolicy="Never")},
     }
-    once = defaulted("Job", job)
-    assert defaulted("Job", copy.deepcopy(once)) == once
+    once = defaulted("jobs.batch", job)
+    assert defaulted("jobs.batch", copy.deepcopy(once)) == once
 
 
 def test_fields_of_the_wrong_type_are_left_for_validation() -> None:
     pod = {"spec": {"containers": "nope", "volumes": [1, {"name": "v"}]}}
-    out = defaulted("Pod", pod)["spec"]
+    out = defaulted("pods", pod)["spec"]
     assert out["containers"] == "nope"
     assert out["volumes"] == [1, {"name": "v", "emptyDir": {}}]
-    assert defaulted("Deployment", {"spec": []})["spec"] == []
+    assert defaulted("deployments.apps", {"spec": []})["spec"] == []
 
 
 def test_kinds_without_defaults_are_left_untouched() -> None:
     obj = {"metadata": {"name": "x"}, "data": {"a": "b"}}
-    assert defaulted("ConfigMap", copy.deepcopy(obj)) == obj
-    assert defaulted("Widget", copy.deepcopy(obj)) == obj
+    assert defaulted("configmaps", copy.deepcopy(obj)) == obj
+    assert defaulted("widgets.example.com", copy.deepcopy(obj)) == obj
 
 
 @pytest.mark.parametrize(
-    ("kind", "counters"),
+    ("resource", "counters"),
     [
-        ("ReplicaSet", ["replicas"]),
-        ("ReplicationController", ["replicas"]),
-        ("StatefulSet", ["replicas"]),
+        ("replicasets.apps", ["replicas"]),
+        ("replicationcontrollers", ["replicas"]),
+        ("statefulsets.apps", ["replicas"]),
         (
-            "DaemonSet",
+            "daemonsets.apps",
             [
                 "currentNumberScheduled",
                 "numberMisscheduled",
@@ -446,10 +448,12 @@ def test_kinds_without_defaults_are_left_untouched() -> None:
         ),
     ],
 )
-def test_status_counters_go_serializes_at_zero_are_present(kind: str, counters: list[str]) -> None:
-    obj: dict[str, Any] = {"kind": kind, "spec": {"template": {"spec": {"containers": []}}}}
-    apply_defaults(kind, obj)
+def test_status_counters_go_serializes_at_zero_are_present(
+    resource: str, counters: list[str]
+) -> None:
+    obj: dict[str, Any] = {"spec": {"template": {"spec": {"containers": []}}}}
+    apply_defaults(resource, obj)
     assert obj["status"] == dict.fromkeys(counters, 0)
     obj["status"] = {counters[0]: 3}
-    apply_defaults(kind, obj)
+    apply_defaults(resource, obj)
     assert obj["status"][counters[0]] == 3, "a counter the writer set is kept"

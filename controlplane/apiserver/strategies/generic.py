@@ -4,9 +4,10 @@ A strategy (Kubernetes' ``pkg/registry/<group>/<kind>/strategy.go``) is where a 
 rules live that the generic registry applies on every write: which fields the server owns
 and resets on create, what an update of the main resource may not touch (the status,
 which only the status subresource writes), when ``metadata.generation`` moves, how the
-object is validated, and how its deletion goes (graceful, held back, marked). The
-registry asks `controlplane.apiserver.strategies.for_resource` for the one object of a
-resource and calls it; it never asks for the kind.
+object is defaulted and validated (the `Defaulter` and `Validator` its resource's entry
+names), and how its deletion goes (graceful, held back, marked). The registry asks
+`controlplane.apiserver.strategies.for_resource` for the one object of a resource and
+calls it; it never asks for the kind.
 
 Two small variants cover most kinds: `StatusResetStrategy` (a controller writes the
 status, so a new object's is emptied) and `NoGenerationStrategy` (objects without a
@@ -21,9 +22,10 @@ import secrets
 import uuid
 from typing import Any, ClassVar
 
+from kubelab.api.defaults import Defaulter
 from kubelab.api.errors import FieldError
 from kubelab.api.resources import Resource
-from kubelab.api.validation import validate
+from kubelab.api.validation import METADATA, Validator
 
 Object = dict[str, Any]
 
@@ -75,8 +77,15 @@ class Strategy:
     """Whether writes take keys from the registry's allocator in the same transaction (a
     Service's cluster IP and node ports; see `controlplane.apiserver.services`)."""
 
-    def __init__(self, resource: Resource) -> None:
+    def __init__(
+        self,
+        resource: Resource,
+        validator: Validator = METADATA,
+        defaulter: Defaulter | None = None,
+    ) -> None:
         self.resource = resource
+        self.validator = validator
+        self.defaulter = defaulter
         # Kinds with a status subresource keep their status out of main-resource writes.
         self.status_subresource = "status" in resource.subresources
 
@@ -136,15 +145,21 @@ class Strategy:
         )
         return out
 
-    # -- validation ----------------------------------------------------------------------
+    # -- defaulting and validation -------------------------------------------------------
+
+    def default(self, obj: Object) -> None:
+        """Fill in what a client left out (`kubelab.api.defaults`), after the prepare step
+        of any write and before admission and validation."""
+        if self.defaulter is not None:
+            self.defaulter(obj)
 
     def validate(self, obj: Object) -> list[FieldError]:
-        """Every problem of a new object (`kubelab.api.validation`: the schema's rules)."""
-        return validate(self.resource.kind, obj, None)
+        """Every problem of a new object (`kubelab.api.validation`: the resource's rules)."""
+        return self.validator.validate(obj, None, self.resource.namespaced)
 
     def validate_update(self, new: Object, old: Object) -> list[FieldError]:
         """Every problem of `new`, and of its changes from `old` (immutable fields)."""
-        return validate(self.resource.kind, new, old)
+        return self.validator.validate(new, old, self.resource.namespaced)
 
     # -- delete --------------------------------------------------------------------------
 

@@ -3,8 +3,8 @@ and finalizers, on create and on update.
 
 Every kind shares these rules; only the name format differs (a Namespace name must be a
 DNS label, a Service name a DNS-1035 label, an RBAC name only a safe URL path segment,
-most others a DNS subdomain). `validate_name` exposes the same rule to the apiserver so
-it can reject a bad name in a URL path before reading a body.
+most others a DNS subdomain): each resource's `Validator` names its rule, so a custom
+resource that shares a core kind's name keeps the default one.
 """
 
 from __future__ import annotations
@@ -65,37 +65,13 @@ def name_is_path_segment(name: str, prefix: bool) -> list[str]:
     return [f"may not contain '{bad}'" for bad in ("/", "%") if bad in name]
 
 
-# Kinds whose names are not DNS subdomains. Services are DNS-1035 labels because their
-# name becomes an environment variable prefix and a DNS label; RBAC objects and CSRs may
-# be named like "system:node:worker-1".
-_NAME_RULES: dict[str, NameRule] = {
-    "Namespace": name_is_dns_label,
-    "StatefulSet": name_is_dns_label,
-    "Service": name_is_dns1035_label,
-    "Role": name_is_path_segment,
-    "ClusterRole": name_is_path_segment,
-    "RoleBinding": name_is_path_segment,
-    "ClusterRoleBinding": name_is_path_segment,
-    "CertificateSigningRequest": name_is_path_segment,
-    "Event": name_is_path_segment,
-    # "<version>.<group>", "v1." for the core group (checked by validate_api_service).
-    "APIService": name_is_path_segment,
-}
-
-
-def name_rule(kind: str) -> NameRule:
-    return _NAME_RULES.get(kind, name_is_dns_subdomain)
-
-
-def validate_name(kind: str, name: str) -> list[str]:
-    """Problems with `name` as the name of a `kind`, in Kubernetes' words (empty if valid)."""
-    return name_rule(kind)(name, False)
-
-
-def validate_object_meta(obj: dict[str, Any], namespaced: bool, kind: str = "") -> Errors:
-    """ValidateObjectMeta: the metadata of an object being created (or replaced)."""
+def validate_object_meta(
+    obj: dict[str, Any], namespaced: bool, rule: NameRule = name_is_dns_subdomain
+) -> Errors:
+    """ValidateObjectMeta: the metadata of an object being created (or replaced), its
+    name judged by the `rule` of its resource (a DNS subdomain unless the resource's
+    validator says otherwise: see `kubelab.api.validation.Validator`)."""
     meta = mapping(obj.get("metadata"))
-    rule = name_rule(kind)
     errors: Errors = []
     generate_name = text(meta.get("generateName"))
     if generate_name:
