@@ -20,6 +20,7 @@ from flask import Flask, Response, request
 from werkzeug.serving import make_server
 
 from controlplane.apiserver import discovery, openapi
+from controlplane.apiserver.openapi.schemas import SchemaBuilder
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import RESOURCES, Resource, groups
 
@@ -236,7 +237,7 @@ def test_metrics_kinds_are_described(v2: dict[str, Any]) -> None:
 
 
 def test_a_kind_without_a_client_model_keeps_unknown_fields() -> None:
-    builder = openapi._SchemaBuilder()
+    builder = SchemaBuilder()
     name = builder.kind(discovery.GroupVersionKind("widgets.example.com", "v1", "Widget"))
     assert name == "io.k8s.api.widgets.v1.Widget"
     assert builder.definitions[name] == {
