@@ -46,6 +46,7 @@ from .authz import BOOTSTRAP_POLICY, Authorizer
 from .crds import CRDController
 from .metrics import Metrics
 from .registry import STATUS, Registry
+from .served import ServedAPI
 from .services import ServiceAllocator
 from .storage import KeyNotFound, RevisionConflict, Storage
 from .strategies import now_rfc3339
@@ -132,7 +133,11 @@ class APIServer:
             live_get=self.stored,
             charge=functools.partial(self.swap, "resourcequotas"),
         )
-        self.registry = Registry(self.storage, self.cacher, self.admission, self.allocator)
+        # What this apiserver serves: built-in resources, and custom ones as CRDs come.
+        self.api = ServedAPI()
+        self.registry = Registry(
+            self.storage, self.cacher, self.api, self.admission, self.allocator
+        )
         # Resources served from another's objects (events.k8s.io/v1 Events).
         self.views = {
             _served_as(r): ConvertedView(
@@ -145,7 +150,7 @@ class APIServer:
             if r.converted_from
         }
         # Custom resources come and go with their CustomResourceDefinitions.
-        self.crds = CRDController(self.registry, self.cacher, self.views, SYSTEM)
+        self.crds = CRDController(self.api, self.registry, self.cacher, self.views, SYSTEM)
         self.issuer = TokenIssuer(
             config.service_account_signing_key,
             config.service_account_public_keys,

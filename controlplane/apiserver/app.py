@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
 
-from controlplane.apiserver import tables
 from kubelab import fastjson
 from kubelab.api import errors, patch, resources
 
-from . import discovery, fieldvalidation, handlers, negotiation, openapi, warning
+from . import fieldvalidation, handlers, negotiation, warning
 from .authn import UserInfo
 from .handlers import json_response
 from .impersonation import PREFIX, impersonate
@@ -109,7 +108,7 @@ def create_app(server: APIServer) -> Flask:
             )
         g.user = user
         info: RequestInfo = g.info
-        _check_scope(info)
+        _check_scope(server.api.resources, info)
         decision = server.authz.authorize(user, info)
         if not decision.allowed:
             raise _forbidden(user, info)
@@ -222,14 +221,14 @@ def create_app(server: APIServer) -> Flask:
     @app.get("/apis/<group>")
     @app.get("/apis/<group>/<version>")
     def discover(group: str = "", version: str = "") -> Response:
-        served = discovery.serve(request.path, request.headers.get("Accept"))
+        served = server.api.discovery.serve(request.path, request.headers.get("Accept"))
         return Response(served.body, status=served.status, headers=served.headers)
 
     @app.get("/openapi/v2")
     @app.get("/openapi/v3")
     @app.get("/openapi/v3/<path:rest>")
     def openapi_doc(rest: str = "") -> Response:
-        served = openapi.serve(
+        served = server.api.openapi.serve(
             request.path,
             request.headers.get("Accept"),
             request.args,
@@ -245,7 +244,7 @@ def create_app(server: APIServer) -> Flask:
     @app.route("/apis/<group>/<version>/<path:rest>", methods=methods)
     def resource(rest: str, group: str = "", version: str = "v1") -> Response:
         info: RequestInfo = g.info
-        r = resources.lookup(info.group, info.version, info.resource)
+        r = server.api.resources.lookup(info.group, info.version, info.resource)
         if r is None or not info.is_resource:
             raise errors.StatusError(
                 404,
@@ -265,13 +264,13 @@ def create_app(server: APIServer) -> Flask:
     return app
 
 
-def _check_scope(info: RequestInfo) -> None:
+def _check_scope(served: resources.ResourceTable, info: RequestInfo) -> None:
     """A path must address a resource at its own scope, before authorization: RBAC
     decides by the namespace in the path, so a cluster-scoped resource under a namespace
     (or a namespaced one created at cluster scope) must not get that far."""
     if not info.is_resource:
         return
-    r = resources.lookup(info.group, info.version, info.resource)
+    r = served.lookup(info.group, info.version, info.resource)
     if r is None:
         return  # the handler answers 404 for an unknown resource
     if not r.namespaced and info.namespace and r.plural != "namespaces":
@@ -345,7 +344,8 @@ def _dispatch(
     if verb == "get":
         obj = reg.get(r, ns, info.name, args.get("resourceVersion", ""))
         if form is Form.TABLE:
-            return json_response(tables.to_table(r, [obj], include_object=_include(args)))
+            table = server.api.printers.to_table(r, [obj], include_object=_include(args))
+            return json_response(table)
         if form is Form.PARTIAL:
             return json_response(negotiation.partial_object(obj))
         return json_response(obj)
@@ -354,7 +354,7 @@ def _dispatch(
         listed = reg.list_objects(r, ns, opts)
         if form is Form.TABLE:
             return json_response(
-                tables.to_table(
+                server.api.printers.to_table(
                     r, listed["items"], include_object=_include(args), list_meta=listed["metadata"]
                 )
             )
@@ -469,7 +469,9 @@ class _WatchBody:
             if self.form is Form.TABLE and ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
                 ev = {
                     "type": ev["type"],
-                    "object": tables.to_table(self.r, [ev["object"]], include_object=self.include),
+                    "object": self.server.api.printers.to_table(
+                        self.r, [ev["object"]], include_object=self.include
+                    ),
                 }
             elif self.form is Form.PARTIAL and ev["type"] != "ERROR":
                 ev = {"type": ev["type"], "object": negotiation.partial_object(ev["object"])}

@@ -4,13 +4,13 @@ kube-apiserver's apiextensions part does this with a handful of controllers; her
 controller thread (`CRDController`) follows the CRDs in the watch cache and, for each:
 
 * checks its names against what is already served (``NamesAccepted``) and, if they are
-  free, serves every ``served`` version: the resource goes into the table every lookup
-  reads (`kubelab.api.resources.set_custom`: routing, RBAC names, discovery), gets a
+  free, serves every ``served`` version: the resource goes into the apiserver's table
+  every lookup reads (`ServedAPI.set_custom`: routing, RBAC names, discovery), gets a
   cache of its own in the watch cache (`Cacher.serve`), a strategy with the CRD's rules
   (`CustomResourceStrategy`: structural checks and formats, then the
   ``x-kubernetes-validations`` CEL rules of `kubelab.api.celrules`), its structural
-  schema for unknown-field pruning
-  (`fieldvalidation.set_custom`) and its printer columns (`tables.set_custom_printer`);
+  schema for unknown-field pruning (`FieldSchemas.set_custom`), its printer columns
+  (`Printers.set_custom`) and its OpenAPI v3 documents (`OpenAPIService.set_custom`);
   then writes the ``Established`` condition and ``acceptedNames`` into the CRD's status;
 * on deletion (the CRD carries the ``customresourcecleanup.apiextensions.k8s.io``
   finalizer from its creation), deletes every object of the resource, then drops the
@@ -21,8 +21,9 @@ the other served versions are `ConvertedView`s whose conversion (strategy ``None
 changes only the apiVersion, as Kubernetes' does, or, with strategy ``Webhook``, is
 the CRD's conversion webhook's (`conversion`).
 
-The custom resources' table is process-wide (`kubelab.api.resources`): one apiserver
-per process, which is how every plane here runs it.
+All of it goes into the apiserver's own `ServedAPI` (`controlplane.apiserver.served`),
+never into module state: a second apiserver in the same process serves only its own
+CRDs.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ from kubelab.api import celrules, errors, resources, structural
 from kubelab.api.errors import FieldError
 from kubelab.api.resources import ALL_VERBS, Resource
 
-from . import conversion, discovery, fieldvalidation, openapi, strategies, tables
+from . import conversion, strategies
 from .authn import UserInfo
 from .registry import STATUS, DeleteOptions, Registry
+from .served import ServedAPI
 from .strategies.apiextensions import FINALIZER
 from .strategies.generic import Strategy
 from .views import ConvertedView
@@ -204,11 +206,13 @@ class CRDController:
 
     def __init__(
         self,
+        api: ServedAPI,
         registry: Registry,
         cacher: Cacher,
         views: dict[str, ConvertedView],
         user: UserInfo,
     ) -> None:
+        self.api = api
         self.registry, self.cacher, self.views, self.user = registry, cacher, views, user
         self.served: dict[str, list[Resource]] = {}
         """CRD name -> the resources served for it (one per served version)."""
@@ -290,7 +294,7 @@ class CRDController:
         spec = crd["spec"]
         plural, group = spec["names"]["plural"], spec["group"]
         mine = self.served.get(crd["metadata"]["name"], [])
-        for r in resources.served():
+        for r in self.api.resources.served():
             if r in mine or r.group != group:
                 continue
             if r.plural == plural:
@@ -317,10 +321,10 @@ class CRDController:
             return
         self._forget(name)
         self.cacher.serve(stored)
-        strategies.register(CustomResourceStrategy(stored, crd))
+        self.api.strategies.register(CustomResourceStrategy(stored, crd))
         schemas = {str(v["name"]): _schema(v) for v in _versions(crd)}
         for version, schema in schemas.items():
-            fieldvalidation.set_custom(stored.group, version, stored.kind, schema)
+            self.api.field_schemas.set_custom(stored.group, version, stored.kind, schema)
         converter = (
             functools.partial(conversion.webhook_converter, crd)
             if conversion.uses_webhook(crd)
@@ -339,7 +343,7 @@ class CRDController:
         columns = preferred.get("additionalPrinterColumns") or [
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
         ]
-        tables.set_custom_printer(stored.group_resource, columns)
+        self.api.printers.set_custom(stored.group_resource, columns)
         self.served[name] = served
         self.specs[name] = crd["spec"]
         self.schemas[name] = schemas
@@ -355,23 +359,22 @@ class CRDController:
         self.specs.pop(name, None)
         self.schemas.pop(name, None)
         for r in self.served.pop(name, []):
-            fieldvalidation.set_custom(r.group, r.version, r.kind, None)
+            self.api.field_schemas.set_custom(r.group, r.version, r.kind, None)
             self.views.pop(_view_key(r), None)
 
     def _unserve(self, name: str) -> None:
         gone = self.served.get(name, [])
         self._forget(name)
         if gone:
-            strategies.unregister(gone[0].group_resource)
-            tables.set_custom_printer(gone[0].group_resource, None)
+            self.api.strategies.unregister(gone[0].group_resource)
+            self.api.printers.set_custom(gone[0].group_resource, None)
             self.cacher.unserve(gone[0])
             log.info("crds: no longer serving %s", name)
         self._publish()
 
     def _publish(self) -> None:
-        resources.set_custom(tuple(r for rs in self.served.values() for r in rs))
-        discovery.invalidate()
-        openapi.set_custom(
+        self.api.set_custom(tuple(r for rs in self.served.values() for r in rs))
+        self.api.openapi.set_custom(
             (r, self.schemas[name][r.version])
             for name, served in self.served.items()
             for r in served
@@ -429,7 +432,7 @@ class CRDController:
         served = self.served.get(name)
         if served:
             r = next((x for x in served if x.version == storage_version(crd)), served[0])
-            strategy = strategies.for_resource(r)
+            strategy = self.api.strategies.for_resource(r)
             if isinstance(strategy, CustomResourceStrategy):
                 strategy.terminating = True
             items, _ = self.cacher.list_objects(r, r.registry_prefix(), lambda o: True)

@@ -15,10 +15,10 @@ What kubectl 1.37 does, and so what this module serves:
 * kubectl 1.37 no longer asks for `v2beta1`; older releases do (alone, or after v2). Its
   shape is v2's but for `apiVersion`, so it costs nothing to keep.
 
-Everything here is derived from `kubelab.api.resources.RESOURCES`, so `kubectl
-api-resources` shows exactly what the apiserver routes. The documents change only when a
-CustomResourceDefinition comes or goes (`invalidate`), which is why `serve` keeps their
-encoded bytes.
+Everything here is derived from an apiserver's `kubelab.api.resources.ResourceTable`, so
+`kubectl api-resources` shows exactly what that apiserver routes. The documents change
+only when a CustomResourceDefinition comes or goes, which gives the apiserver a new table
+and a new `Discovery`; each `Discovery` keeps its documents' encoded bytes.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubelab.api.errors import StatusError
-from kubelab.api.resources import Resource, groups, in_group_version
+from kubelab.api.resources import Resource, ResourceTable
 
 JSONDict = dict[str, Any]
 
@@ -115,26 +115,26 @@ def _api_group(group: str, versions: list[str]) -> JSONDict:
     return {"name": group, "versions": entries, "preferredVersion": entries[0]}
 
 
-def api_versions(server_address: str = "") -> JSONDict:
+def api_versions(table: ResourceTable, server_address: str = "") -> JSONDict:
     """`/api`: the core group's versions. `serverAddressByClientCIDRs` is a required field;
     it is left empty unless the caller knows the address clients should use."""
     cidrs = [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}] if server_address else []
-    versions = next(v for g, v in groups() if g == "")
+    versions = next(v for g, v in table.groups() if g == "")
     return {"kind": "APIVersions", "versions": versions, "serverAddressByClientCIDRs": cidrs}
 
 
-def api_group_list() -> JSONDict:
+def api_group_list(table: ResourceTable) -> JSONDict:
     """`/apis`: every named group (the core group is only under `/api`)."""
     return {
         "kind": "APIGroupList",
         "apiVersion": "v1",
-        "groups": [_api_group(g, versions) for g, versions in groups() if g],
+        "groups": [_api_group(g, versions) for g, versions in table.groups() if g],
     }
 
 
-def api_group(group: str) -> JSONDict | None:
+def api_group(table: ResourceTable, group: str) -> JSONDict | None:
     """`/apis/<group>`, or None when the group is not served."""
-    for name, versions in groups():
+    for name, versions in table.groups():
         if name == group and group:
             return _group_document(group, versions)
     return None
@@ -177,15 +177,17 @@ def _legacy_subresource(resource: Resource, subresource: str) -> JSONDict:
     return entry
 
 
-def api_resource_list(group: str, version: str) -> JSONDict | None:
+def api_resource_list(table: ResourceTable, group: str, version: str) -> JSONDict | None:
     """`/api/v1` or `/apis/<group>/<version>`: resources, then their subresources as
     "pods/status"-style entries; None when the group version is not served."""
-    return _resource_list(group, version) if in_group_version(group, version) else None
+    if not table.in_group_version(group, version):
+        return None
+    return _resource_list(table, group, version)
 
 
-def _resource_list(group: str, version: str) -> JSONDict:
+def _resource_list(table: ResourceTable, group: str, version: str) -> JSONDict:
     resources: list[JSONDict] = []
-    for resource in in_group_version(group, version):
+    for resource in table.in_group_version(group, version):
         resources.append(_legacy_resource(resource))
         resources.extend(_legacy_subresource(resource, s) for s in resource.subresources)
     return {
@@ -220,11 +222,11 @@ def _aggregated_resource(resource: Resource) -> JSONDict:
     return entry
 
 
-def aggregated_discovery(core: bool, version: str = "v2") -> JSONDict:
+def aggregated_discovery(table: ResourceTable, core: bool, version: str = "v2") -> JSONDict:
     """The APIGroupDiscoveryList for `/api` (core=True: the unnamed group alone) or `/apis`
     (every named group). Versions are listed preferred first, as clients expect."""
     items = []
-    for group, versions in groups():
+    for group, versions in table.groups():
         if (group == "") != core:
             continue
         items.append(
@@ -233,7 +235,9 @@ def aggregated_discovery(core: bool, version: str = "v2") -> JSONDict:
                 "versions": [
                     {
                         "version": v,
-                        "resources": [_aggregated_resource(r) for r in in_group_version(group, v)],
+                        "resources": [
+                            _aggregated_resource(r) for r in table.in_group_version(group, v)
+                        ],
                         "freshness": "Current",
                     }
                     for v in versions
@@ -344,47 +348,49 @@ def not_acceptable(supported: list[str]) -> StatusError:
     )
 
 
-@functools.cache
-def _documents() -> dict[tuple[str, str | None], bytes]:
-    """Every discovery document, encoded, by (path, aggregated version or None). Built
-    once per state of the table (see `invalidate`), and a fixed set of keys means requests
-    for made-up paths cannot grow the cache."""
-    docs: dict[tuple[str, str | None], JSONDict] = {
-        ("/api", None): api_versions(),
-        ("/apis", None): api_group_list(),
-    }
-    for version in AGGREGATED_VERSIONS:
-        docs["/api", version] = aggregated_discovery(True, version)
-        docs["/apis", version] = aggregated_discovery(False, version)
-    for group, versions in groups():
-        if group:
-            docs[f"/apis/{group}", None] = _group_document(group, versions)
-        for version in versions:
-            path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-            docs[path, None] = _resource_list(group, version)
-    return {key: json.dumps(doc, separators=(",", ":")).encode() for key, doc in docs.items()}
+class Discovery:
+    """The discovery documents of one resource table, built on first use and kept as
+    encoded bytes: an apiserver makes a new one whenever its table changes."""
 
+    def __init__(self, table: ResourceTable) -> None:
+        self.table = table
 
-def invalidate() -> None:
-    """The table changed (a CustomResourceDefinition came or went): rebuild on next use."""
-    _documents.cache_clear()
+    @functools.cached_property
+    def _documents(self) -> dict[tuple[str, str | None], bytes]:
+        """Every discovery document, encoded, by (path, aggregated version or None); a
+        fixed set of keys means requests for made-up paths cannot grow it."""
+        table = self.table
+        docs: dict[tuple[str, str | None], JSONDict] = {
+            ("/api", None): api_versions(table),
+            ("/apis", None): api_group_list(table),
+        }
+        for version in AGGREGATED_VERSIONS:
+            docs["/api", version] = aggregated_discovery(table, True, version)
+            docs["/apis", version] = aggregated_discovery(table, False, version)
+        for group, versions in table.groups():
+            if group:
+                docs[f"/apis/{group}", None] = _group_document(group, versions)
+            for version in versions:
+                path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+                docs[path, None] = _resource_list(table, group, version)
+        return {key: json.dumps(doc, separators=(",", ":")).encode() for key, doc in docs.items()}
 
+    def serve(self, path: str, accept: str | None) -> Served:
+        """The answer for GET on a discovery path (`/api`, `/apis`, `/api/v1`,
+        `/apis/<group>`, `/apis/<group>/<version>`), content-negotiated on the Accept
+        header.
 
-def serve(path: str, accept: str | None) -> Served:
-    """The answer for GET on a discovery path (`/api`, `/apis`, `/api/v1`, `/apis/<group>`,
-    `/apis/<group>/<version>`), content-negotiated on the Accept header.
-
-    Raises StatusError: 404 for a group or version that is not served, 406 when the
-    client accepts none of the formats offered there."""
-    path = "/" + path.strip("/")
-    at_root = path in ("/api", "/apis")
-    choice = negotiate(accept, aggregated=at_root)
-    if choice is None:
-        offered = [JSON_CONTENT_TYPE]
-        if at_root:
-            offered += [aggregated_content_type(v) for v in AGGREGATED_VERSIONS]
-        raise not_acceptable(offered)
-    body = _documents().get((path, choice.aggregated))
-    if body is None:
-        raise _not_found()
-    return Served(200, body, {"Content-Type": choice.content_type})
+        Raises StatusError: 404 for a group or version that is not served, 406 when the
+        client accepts none of the formats offered there."""
+        path = "/" + path.strip("/")
+        at_root = path in ("/api", "/apis")
+        choice = negotiate(accept, aggregated=at_root)
+        if choice is None:
+            offered = [JSON_CONTENT_TYPE]
+            if at_root:
+                offered += [aggregated_content_type(v) for v in AGGREGATED_VERSIONS]
+            raise not_acceptable(offered)
+        body = self._documents.get((path, choice.aggregated))
+        if body is None:
+            raise _not_found()
+        return Served(200, body, {"Content-Type": choice.content_type})

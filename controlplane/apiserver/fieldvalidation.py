@@ -125,23 +125,41 @@ def _duplicate_paths(value: Any, path: str) -> list[str]:
     return found
 
 
-def prune(r: Resource, obj: Object) -> None:
-    """Drop `obj`'s unknown fields (in place) and report them, with any duplicates the
-    body had, as the request's directive says: a 400 under Strict."""
-    unknown: list[str] = []
-    node = _custom.get((r.group, r.version, r.kind)) or _schema(r.group, r.version, r.kind)
-    _walk(node, obj, "", unknown)
-    check = _current.get()
-    if check is None or check.directive is Directive.IGNORE:
-        return
-    for path in unknown:
-        if path not in check.unknown:
-            check.unknown.append(path)
-    if check.directive is Directive.STRICT and (check.duplicates or check.unknown):
-        raise errors.bad_request(
-            f'{r.kind} in version "{r.version}" cannot be handled as a {r.kind}: strict '
-            f"decoding error: {', '.join(check.warnings())}"
-        )
+class FieldSchemas:
+    """The schemas one apiserver judges written objects' fields by: the built-in kinds'
+    (compiled once per process from the published OpenAPI, which never changes), and those
+    of the custom resources it serves, set by its CRD controller
+    (`controlplane.apiserver.crds`), by group, version and kind."""
+
+    def __init__(self) -> None:
+        self._custom: dict[tuple[str, str, str], Any] = {}
+
+    def set_custom(self, group: str, version: str, kind: str, schema: Object | None) -> None:
+        """Judge objects of a custom resource's version against its structural `schema`
+        (OpenAPI v3, its metadata a reference to ObjectMeta); None: no longer served."""
+        if schema is None:
+            self._custom.pop((group, version, kind), None)
+        else:
+            self._custom[group, version, kind] = _Compiler(_definitions()).node(schema)
+
+    def prune(self, r: Resource, obj: Object) -> None:
+        """Drop `obj`'s unknown fields (in place) and report them, with any duplicates the
+        body had, as the request's directive says: a 400 under Strict."""
+        unknown: list[str] = []
+        gvk = (r.group, r.version, r.kind)
+        node = self._custom.get(gvk) or _schema(*gvk)
+        _walk(node, obj, "", unknown)
+        check = _current.get()
+        if check is None or check.directive is Directive.IGNORE:
+            return
+        for path in unknown:
+            if path not in check.unknown:
+                check.unknown.append(path)
+        if check.directive is Directive.STRICT and (check.duplicates or check.unknown):
+            raise errors.bad_request(
+                f'{r.kind} in version "{r.version}" cannot be handled as a {r.kind}: strict '
+                f"decoding error: {', '.join(check.warnings())}"
+            )
 
 
 # -- schemas ---------------------------------------------------------------------------
@@ -166,19 +184,6 @@ class _Arr:
 
 _FREE = _Obj(None)
 _LEAF = object()
-
-
-_custom: dict[tuple[str, str, str], Any] = {}
-"""Custom resources' compiled schemas, by (group, version, kind) (see `set_custom`)."""
-
-
-def set_custom(group: str, version: str, kind: str, schema: dict[str, Any] | None) -> None:
-    """Judge objects of a custom resource's version against its structural `schema`
-    (OpenAPI v3, its metadata a reference to ObjectMeta); None: no longer served."""
-    if schema is None:
-        _custom.pop((group, version, kind), None)
-    else:
-        _custom[group, version, kind] = _Compiler(_definitions()).node(schema)
 
 
 @functools.cache

@@ -42,6 +42,7 @@ from kubelab.api.errors import FieldError
 from kubelab.api.resources import Resource
 
 from . import fieldvalidation
+from .served import ServedAPI
 from .storage import (
     InvalidContinue,
     KeyExists,
@@ -52,7 +53,7 @@ from .storage import (
     RevisionReader,
     Storage,
 )
-from .strategies import Strategy, for_resource, now_rfc3339
+from .strategies import Strategy, now_rfc3339
 from .watchcache import (
     BOOKMARK,
     ERROR,
@@ -400,11 +401,14 @@ class Registry:
         self,
         storage: Storage,
         cacher: Cacher,
+        api: ServedAPI,
         admission: Admission | None = None,
         allocator: Callable[[Attributes], tuple[list[tuple[str, bytes]], list[str]]] | None = None,
     ) -> None:
         self.storage = storage
         self.cacher = cacher
+        # The apiserver's resources' rules: strategies, field-validation schemas.
+        self.api = api
         # Consistent reads from the cache share their store round trips.
         self.revisions = RevisionReader(storage.current_revision)
         self.admission = admission or Admission()
@@ -532,9 +536,9 @@ class Registry:
         sixth more CPU and doubled the time of a large LIST, for the one thing it gives,
         conflicts between a creator and a later applier. Updates, patches and applies
         are recorded (`_write`, `apply`)."""
-        strategy = for_resource(r)
+        strategy = self.api.strategies.for_resource(r)
         self._check_type(r, obj)
-        fieldvalidation.prune(r, obj)
+        self.api.field_schemas.prune(r, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
@@ -762,7 +766,7 @@ class Registry:
         owns the fields it changed, and other managers no longer do
         (``metadata.managedFields``, operation Update)."""
         key = r.key(namespace, name)
-        strategy = for_resource(r)
+        strategy = self.api.strategies.for_resource(r)
         allocator = self.allocator if strategy.allocates else None
         side: list[tuple[list[tuple[str, bytes]], list[str]]] = [([], [])]
 
@@ -771,7 +775,7 @@ class Registry:
             if not isinstance(new, dict):
                 raise errors.bad_request("the patched object is not a JSON object")
             self._check_type(r, new)
-            fieldvalidation.prune(r, new)
+            self.api.field_schemas.prune(r, new)
             pinned = str(new.get("metadata", {}).get("resourceVersion") or "")
             if pinned and pinned != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(r.plural, name, r.group)
@@ -833,7 +837,7 @@ class Registry:
                 ],
                 r.group,
             ) from None
-        if _ready_to_go(r, stored):
+        if self._ready_to_go(r, stored):
             # The last finalizer is gone: the deletion it held back can complete.
             return self._finalize(r, stored)
         return stored
@@ -875,7 +879,7 @@ class Registry:
             )
         attrs = Attributes("DELETE", r, "", namespace, name, None, current, user, opts.dry_run)
         self.admission.validate(attrs)
-        strategy = for_resource(r)
+        strategy = self.api.strategies.for_resource(r)
         grace = strategy.grace_period(current, opts.grace_period)
         propagation = {"Foreground": FOREGROUND, "Orphan": ORPHAN}.get(opts.propagation)
         held = bool(meta.get("finalizers")) or propagation is not None
@@ -949,7 +953,7 @@ class Registry:
         what it held (a Service's addresses); RevisionConflict if it changed."""
         meta = obj["metadata"]
         releases: list[str] = []
-        if self.allocator is not None and for_resource(r).allocates:
+        if self.allocator is not None and self.api.strategies.for_resource(r).allocates:
             attrs = Attributes(
                 "DELETE", r, "", meta.get("namespace", ""), meta["name"], None, obj, None, False
             )
@@ -968,7 +972,7 @@ class Registry:
             try:
                 return self._remove(r, obj)
             except RevisionConflict as exc:
-                if exc.current is None or not _ready_to_go(r, exc.current):
+                if exc.current is None or not self._ready_to_go(r, exc.current):
                     return exc.current or obj
                 obj = exc.current
         meta = obj["metadata"]
@@ -1008,6 +1012,14 @@ class Registry:
         if not given:
             raise errors.bad_request("a namespace is required for " + r.group_resource)
         meta["namespace"] = given
+
+    def _ready_to_go(self, r: Resource, obj: Object) -> bool:
+        """A deleted object whose finalizers are all gone and that nobody else holds (a
+        Namespace's spec.finalizers, a pod in its grace period: see the kind's strategy)."""
+        meta = obj["metadata"]
+        if not meta.get("deletionTimestamp") or meta.get("finalizers"):
+            return False
+        return not self.api.strategies.for_resource(r).holds_deletion(obj)
 
     @staticmethod
     def _refuse(r: Resource, obj: Object, problems: list[FieldError]) -> None:
@@ -1109,15 +1121,6 @@ def _apply_conflict(
         f"Apply failed with {count} {plural}: " + "\n".join(lines),
         {"causes": causes},
     )
-
-
-def _ready_to_go(r: Resource, obj: Object) -> bool:
-    """A deleted object whose finalizers are all gone and that nobody else holds (a
-    Namespace's spec.finalizers, a pod in its grace period: see the kind's strategy)."""
-    meta = obj["metadata"]
-    if not meta.get("deletionTimestamp") or meta.get("finalizers"):
-        return False
-    return not for_resource(r).holds_deletion(obj)
 
 
 def _everything(obj: Object) -> bool:

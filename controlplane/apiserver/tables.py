@@ -1461,13 +1461,10 @@ def _embedded(obj: Obj, include_object: str) -> Any:
     return partial_object(obj)
 
 
-def set_custom_printer(group_resource: str, columns: list[dict[str, Any]] | None) -> None:
-    """Print a custom resource with its CRD's additionalPrinterColumns (name, type,
+def _custom_printer(columns: list[dict[str, Any]]) -> _Printer:
+    """The printer of a custom resource with its CRD's additionalPrinterColumns (name, type,
     jsonPath, description, priority, format): after the name, each column's value at its
-    path, a ``date`` as an age, as kube-apiserver does. None: no longer served."""
-    if columns is None:
-        _PRINTERS.pop(group_resource, None)
-        return
+    path, a ``date`` as an age, as kube-apiserver does."""
     paths = [(str(c["jsonPath"]), c.get("type") == "date") for c in columns]
 
     def cells(resource: Resource, obj: Obj, now: datetime) -> list[Cell]:
@@ -1492,10 +1489,51 @@ def set_custom_printer(group_resource: str, columns: list[dict[str, Any]] | None
         )
         for c in columns
     )
-    _PRINTERS[group_resource] = _Printer((_NAME, *defined), cells)
+    return _Printer((_NAME, *defined), cells)
 
 
-def to_table(
+class Printers:
+    """One apiserver's printers: the built-in ones (constants), and those of the custom
+    resources it serves, set by its CRD controller (`controlplane.apiserver.crds`)."""
+
+    def __init__(self) -> None:
+        self._custom: dict[str, _Printer] = {}
+
+    def set_custom(self, group_resource: str, columns: list[dict[str, Any]] | None) -> None:
+        """Print a custom resource with its CRD's additionalPrinterColumns; None: no
+        longer served."""
+        if columns is None:
+            self._custom.pop(group_resource, None)
+        else:
+            self._custom[group_resource] = _custom_printer(columns)
+
+    def to_table(
+        self,
+        resource: Resource,
+        objects: list[dict[str, Any]],
+        *,
+        include_object: str = "Metadata",
+        list_meta: dict[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        """The Table for `objects` of `resource` (one object for a get, the items of a
+        list), in its printer's columns.
+
+        `include_object` is the `?includeObject=` parameter ("" means "Metadata");
+        `list_meta` the list's metadata (or, for a get, the object's resourceVersion), of
+        which resourceVersion, continue and remainingItemCount are kept; `now` the time
+        _AGE counts to. Raises StatusError 400, worded as Kubernetes does, for another
+        include_object."""
+        printer = _PRINTERS.get(resource.group_resource) or self._custom.get(
+            resource.group_resource, _DEFAULT
+        )
+        return _to_table(
+            printer, resource, objects, include_object=include_object, list_meta=list_meta, now=now
+        )
+
+
+def _to_table(
+    printer: _Printer,
     resource: Resource,
     objects: list[dict[str, Any]],
     *,
@@ -1503,18 +1541,12 @@ def to_table(
     list_meta: dict[str, Any] | None = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    """The Table for `objects` of `resource` (one object for a get, the items of a list).
-
-    `include_object` is the `?includeObject=` parameter ("" means "Metadata");
-    `list_meta` the list's metadata (or, for a get, the object's resourceVersion), of which
-    resourceVersion, continue and remainingItemCount are kept; `now` the time _AGE counts
-    to. Raises StatusError 400, worded as Kubernetes does, for another include_object."""
+    """`Printers.to_table` with `printer`."""
     include_object = include_object or "Metadata"
     if include_object not in INCLUDE_OBJECT_VALUES:
         detail = "must be 'Metadata', 'Object', 'None', or empty"
         error = invalid("includeObject", include_object, detail).message()
         raise bad_request(f"Unable to convert to Table as requested: {error}")
-    printer = _PRINTERS.get(resource.group_resource, _DEFAULT)
     clock = now or datetime.now(UTC)
     rows = []
     for obj in objects:

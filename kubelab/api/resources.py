@@ -344,50 +344,54 @@ RESOURCES: tuple[Resource, ...] = (
 )
 
 
-# The resources of the CustomResourceDefinitions being served, set by the apiserver's
-# CRD controller (`controlplane.apiserver.crds`) as CRDs come and go; the lookups below
-# see them after the built-in ones, so a CRD can never shadow a built-in resource.
-_custom: tuple[Resource, ...] = ()
+@dataclass(frozen=True)
+class ResourceTable:
+    """The resources one apiserver serves: the built-in ones, then the custom ones of the
+    CustomResourceDefinitions it serves (`controlplane.apiserver.crds`), so a CRD can
+    never shadow a built-in resource. A value: the apiserver replaces its table as CRDs
+    come and go, so whoever holds one sees one consistent set, and two apiservers in one
+    process never see each other's."""
+
+    custom: tuple[Resource, ...] = ()
+    """One entry per served version of each custom resource."""
+
+    def served(self) -> tuple[Resource, ...]:
+        """The built-in resources, then the custom ones."""
+        return RESOURCES + self.custom
+
+    def groups(self) -> list[tuple[str, list[str]]]:
+        """API groups in discovery order (core first), each with its versions."""
+        seen: dict[str, list[str]] = {}
+        for r in self.served():
+            versions = seen.setdefault(r.group, [])
+            if r.version not in versions:
+                versions.append(r.version)
+        return list(seen.items())
+
+    def in_group_version(self, group: str, version: str) -> list[Resource]:
+        return [r for r in self.served() if r.group == group and r.version == version]
+
+    def lookup(self, group: str, version: str, plural: str) -> Resource | None:
+        for r in self.served():
+            if r.group == group and r.version == version and r.plural == plural:
+                return r
+        return None
+
+    def by_kind(self, api_version: str, kind: str) -> Resource | None:
+        """The resource an object of this apiVersion and kind is stored as."""
+        for r in self.served():
+            if r.api_version == api_version and r.kind == kind:
+                return r
+        return None
 
 
-def set_custom(custom: tuple[Resource, ...]) -> None:
-    """Replace the custom resources served (one entry per served version)."""
-    global _custom
-    _custom = custom
-
-
-def served() -> tuple[Resource, ...]:
-    """The built-in resources, then the custom ones."""
-    return RESOURCES + _custom
-
-
-def groups() -> list[tuple[str, list[str]]]:
-    """API groups in discovery order (core first), each with its versions."""
-    seen: dict[str, list[str]] = {}
-    for r in served():
-        versions = seen.setdefault(r.group, [])
-        if r.version not in versions:
-            versions.append(r.version)
-    return list(seen.items())
-
-
-def in_group_version(group: str, version: str) -> list[Resource]:
-    return [r for r in served() if r.group == group and r.version == version]
-
-
-def lookup(group: str, version: str, plural: str) -> Resource | None:
-    for r in served():
-        if r.group == group and r.version == version and r.plural == plural:
-            return r
-    return None
-
-
-def by_kind(api_version: str, kind: str) -> Resource | None:
-    """The resource an object of this apiVersion and kind is stored as."""
-    for r in served():
-        if r.api_version == api_version and r.kind == kind:
-            return r
-    return None
+BUILT_IN = ResourceTable()
+"""The built-in resources alone: what clients and controllers know in advance (custom
+resources they find through discovery)."""
+groups = BUILT_IN.groups
+in_group_version = BUILT_IN.in_group_version
+lookup = BUILT_IN.lookup
+by_kind = BUILT_IN.by_kind
 
 
 def by_group_resource(group_resource: str) -> Resource:

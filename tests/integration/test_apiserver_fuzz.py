@@ -16,7 +16,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controlplane.apiserver.strategies import for_resource
+from controlplane.apiserver.strategies import Strategies
 from kubelab.api import celrules, structural
 from kubelab.api.resources import lookup
 from tests.integration.controlplane_fixture import Lab, lab
@@ -74,6 +74,7 @@ def _call_and_check(case: Any, lab: Lab) -> None:
 
 
 def test_everything_stored_by_the_fuzzing_is_valid(lab: Lab) -> None:
+    rules = Strategies()
     for group, version, plural in (
         ("", "v1", "configmaps"),
         ("", "v1", "services"),
@@ -91,7 +92,7 @@ def test_everything_stored_by_the_fuzzing_is_valid(lab: Lab) -> None:
         assert r is not None
         listed = lab.api("GET", r.path(FUZZ_NAMESPACE)).json()
         for obj in listed["items"]:
-            assert for_resource(r).validate(obj) == [], obj
+            assert rules.for_resource(r).validate(obj) == [], obj
 
 
 # -- custom resources, from their group version's OpenAPI v3 document -------------------

@@ -321,7 +321,8 @@ def test_a_watch_from_a_too_old_version_is_an_error_event(
     from kubernetes import client, config, watch
     from kubernetes.client.rest import ApiException
 
-    from kubelab.client import ResourceExpired, RestClient, resource_for
+    from kubelab.client import ResourceExpired, RestClient
+    from kubelab.client.discovery import discover
 
     path = f"/apis/{group}/v1/namespaces/{namespace}/widgets?watch=1&resourceVersion=1"
     raw = kubectl(apiserver, "get", "--raw", path)
@@ -347,7 +348,8 @@ def test_a_watch_from_a_too_old_version_is_an_error_event(
 
     admin = RestClient(apiserver.client_config())
     try:
-        widgets = resource_for(f"{group}/v1", "Widget")
+        # A custom resource is found through discovery, as any client finds one.
+        widgets = next(r for r in discover(admin).custom if r.group == group)
         with (
             admin.watch(widgets, namespace, resource_version="1") as events,
             pytest.raises(ResourceExpired),
@@ -532,3 +534,33 @@ def test_a_custom_service_gets_its_crds_rules_not_the_core_services(
         assert all(s["metadata"]["name"] != "hello" for s in core["items"])
     finally:
         kubectl(apiserver, "delete", "crd", f"services.{group}", "--timeout=30s", check=False)
+
+
+def _served_by(env: Environment, group: str) -> dict[str, bool]:
+    """Where `env` shows the custom resources of `group`: routing, discovery, OpenAPI."""
+    listed = kubectl(env, "get", "--raw", f"/apis/{group}/v1/widgets", check=False)
+    groups = json.loads(kubectl(env, "get", "--raw", "/apis"))["groups"]
+    index = json.loads(kubectl(env, "get", "--raw", "/openapi/v3"))["paths"]
+    return {
+        "routing": '"kind":"WidgetList"' in listed,
+        "discovery": any(g["name"] == group for g in groups),
+        "openapi": f"apis/{group}/v1" in index,
+    }
+
+
+def test_a_crd_is_served_by_its_own_apiserver_only(apiserver: Environment) -> None:
+    """State belongs to an apiserver, not to the process: a CRD created on one in-process
+    apiserver is served neither by another running beside it nor by a fresh one started
+    after it stopped."""
+    group = f"own{uuid.uuid4().hex[:8]}.example.com"
+    everywhere = {"routing": True, "discovery": True, "openapi": True}
+    nowhere = dict.fromkeys(everywhere, False)
+    with Environment.start() as first:
+        kubectl(first, "apply", "-f", "-", stdin=json.dumps(crd_manifest(group)))
+        wait_established(first, f"widgets.{group}")
+        assert _served_by(first, group) == everywhere
+        assert _served_by(apiserver, group) == nowhere, "the apiserver running beside it"
+    with Environment.start() as second:
+        assert _served_by(second, group) == nowhere, "a fresh apiserver after it stopped"
+        crd = kubectl(second, "get", "crd", f"widgets.{group}", check=False)
+        assert "NotFound" in crd

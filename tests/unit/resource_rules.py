@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane.apiserver.strategies import Strategy, for_resource
+from controlplane.apiserver.strategies import Strategies, Strategy
 from kubelab.api.errors import FieldError
 from kubelab.api.resources import Resource, by_group_resource
 
@@ -14,6 +14,7 @@ Object = dict[str, Any]
 
 WIDGETS = Resource("example.com", "v1", "Widget", "widgets", True)
 """A custom resource: metadata rules only, no defaults."""
+_STRATEGIES = Strategies()
 
 
 def strategy(resource: str) -> Strategy:
@@ -21,7 +22,7 @@ def strategy(resource: str) -> Strategy:
     the custom resource "widgets.example.com"."""
     if resource == WIDGETS.group_resource:
         return Strategy(WIDGETS)
-    return for_resource(by_group_resource(resource))
+    return _STRATEGIES.for_resource(by_group_resource(resource))
 
 
 def apply_defaults(resource: str, obj: Object) -> None:

@@ -17,17 +17,18 @@ from kubernetes.client.models import (
 
 from controlplane.apiserver import discovery
 from kubelab.api.errors import StatusError
-from kubelab.api.resources import RESOURCES, Resource
+from kubelab.api.resources import BUILT_IN, RESOURCES, Resource
 
 KUBECTL_ACCEPT = (
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 )
 V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+DISCOVERY = discovery.Discovery(BUILT_IN)
 
 
 def _body(path: str, accept: str | None) -> Any:
-    return json.loads(discovery.serve(path, accept).body)
+    return json.loads(DISCOVERY.serve(path, accept).body)
 
 
 LEGACY = discovery.Negotiated(None, "application/json")
@@ -78,7 +79,7 @@ def test_parse_accept_orders_by_quality_then_position() -> None:
 
 
 def test_aggregated_apis_answers_with_the_negotiated_content_type() -> None:
-    served = discovery.serve("/apis", KUBECTL_ACCEPT)
+    served = DISCOVERY.serve("/apis", KUBECTL_ACCEPT)
     assert served.status == 200
     assert served.headers["Content-Type"] == V2
     doc = json.loads(served.body)
@@ -175,10 +176,10 @@ def test_legacy_documents() -> None:
 
 
 def test_server_address_is_published_when_known() -> None:
-    assert discovery.api_versions("10.0.0.1:6443")["serverAddressByClientCIDRs"] == [
+    assert discovery.api_versions(BUILT_IN, "10.0.0.1:6443")["serverAddressByClientCIDRs"] == [
         {"clientCIDR": "0.0.0.0/0", "serverAddress": "10.0.0.1:6443"}
     ]
-    assert discovery.api_versions()["serverAddressByClientCIDRs"] == []
+    assert discovery.api_versions(BUILT_IN)["serverAddressByClientCIDRs"] == []
 
 
 @pytest.mark.parametrize(
@@ -186,18 +187,18 @@ def test_server_address_is_published_when_known() -> None:
 )
 def test_unknown_paths_are_404(path: str) -> None:
     with pytest.raises(StatusError) as raised:
-        discovery.serve(path, "application/json")
+        DISCOVERY.serve(path, "application/json")
     assert raised.value.code == 404
 
 
 def test_unacceptable_is_406() -> None:
     with pytest.raises(StatusError) as raised:
-        discovery.serve("/apis", "text/html")
+        DISCOVERY.serve("/apis", "text/html")
     assert raised.value.code == 406
     assert raised.value.reason == "NotAcceptable"
     # Below the roots only the legacy list exists.
     with pytest.raises(StatusError):
-        discovery.serve("/api/v1", V2)
+        DISCOVERY.serve("/api/v1", V2)
 
 
 def _aggregated_entries() -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -222,7 +223,7 @@ def test_every_resource_is_discoverable(resource: Resource) -> None:
     assert entry["verbs"] == list(resource.verbs)
     assert [s["subresource"] for s in entry.get("subresources", [])] == list(resource.subresources)
 
-    legacy = discovery.api_resource_list(resource.group, resource.version)
+    legacy = discovery.api_resource_list(BUILT_IN, resource.group, resource.version)
     assert legacy is not None
     names = [r["name"] for r in legacy["resources"]]
     assert resource.plural in names
@@ -230,5 +231,5 @@ def test_every_resource_is_discoverable(resource: Resource) -> None:
 
 
 def test_serve_caches_encoded_documents() -> None:
-    first = discovery.serve("/apis", KUBECTL_ACCEPT)
-    assert discovery.serve("/apis/", KUBECTL_ACCEPT).body is first.body
+    first = DISCOVERY.serve("/apis", KUBECTL_ACCEPT)
+    assert DISCOVERY.serve("/apis/", KUBECTL_ACCEPT).body is first.body

@@ -17,6 +17,7 @@ from kubelab.api.resources import lookup
 PODS = lookup("", "v1", "pods")
 CONFIGMAPS = lookup("", "v1", "configmaps")
 assert PODS is not None and CONFIGMAPS is not None
+SCHEMAS = fieldvalidation.FieldSchemas()
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +38,7 @@ def _pod(**container: Any) -> dict[str, Any]:
 def test_an_unknown_field_is_dropped_and_warned_about_by_its_path() -> None:
     check = fieldvalidation.begin(None)  # Warn, Kubernetes' default
     pod = _pod(imagePullPolizy="Always", resources={"limits": {"memory": "1Gi"}})
-    fieldvalidation.prune(PODS, pod)
+    SCHEMAS.prune(PODS, pod)
     assert "imagePullPolizy" not in pod["spec"]["containers"][0]
     assert pod["spec"]["containers"][0]["resources"] == {"limits": {"memory": "1Gi"}}
     assert pod["metadata"]["labels"] == {"any-key": "kept"}, "map keys are not fields"
@@ -50,7 +51,7 @@ def test_strict_refuses_naming_duplicates_then_unknown_fields() -> None:
     obj = decode_body(body, "application/json")
     assert obj["metadata"]["name"] == "b", "the last of a duplicated field wins"
     with pytest.raises(errors.StatusError) as refused:
-        fieldvalidation.prune(CONFIGMAPS, obj)
+        SCHEMAS.prune(CONFIGMAPS, obj)
     assert refused.value.code == 400
     assert refused.value.message == (
         'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: '
@@ -62,13 +63,13 @@ def test_ignore_drops_silently_and_a_stray_status_is_never_kept() -> None:
     check = fieldvalidation.begin("Ignore")
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}
     configmap["status"] = {"phase": "Active"}
-    fieldvalidation.prune(CONFIGMAPS, configmap)
+    SCHEMAS.prune(CONFIGMAPS, configmap)
     assert "status" not in configmap and check.warnings() == []
 
 
 def test_writes_outside_a_request_drop_unknown_fields_silently() -> None:
     pod = _pod(bogus=1)
-    fieldvalidation.prune(PODS, pod)
+    SCHEMAS.prune(PODS, pod)
     assert "bogus" not in pod["spec"]["containers"][0]
 
 
@@ -82,5 +83,5 @@ def test_duplicates_in_lists_are_named_with_their_index() -> None:
     check = fieldvalidation.begin("Warn")
     pod = _pod()
     text = json.dumps(pod).replace('"image": "busybox"', '"image": "a", "image": "busybox"')
-    fieldvalidation.prune(PODS, decode_body(text.encode(), "application/json"))
+    SCHEMAS.prune(PODS, decode_body(text.encode(), "application/json"))
     assert check.warnings() == ['duplicate field "spec.containers[0].image"']

@@ -22,11 +22,12 @@ from werkzeug.serving import make_server
 from controlplane.apiserver import discovery, openapi
 from controlplane.apiserver.openapi.schemas import SchemaBuilder
 from kubelab.api.errors import StatusError
-from kubelab.api.resources import RESOURCES, Resource, groups
+from kubelab.api.resources import BUILT_IN, RESOURCES, Resource, groups
 
 V2_REF = "#/definitions/"
 V3_REF = "#/components/schemas/"
 GROUP_VERSIONS = [f"apis/{g}/{v}" if g else f"api/{v}" for g, vs in groups() for v in vs]
+SERVICE = openapi.OpenAPIService()
 
 
 @pytest.fixture(scope="module")
@@ -260,14 +261,14 @@ def test_openapi_v2_returns_a_copy() -> None:
 
 
 def test_v3_index_lists_every_group_version_with_its_hash() -> None:
-    index = openapi.openapi_v3_index()["paths"]
+    index = SERVICE.openapi_v3_index()["paths"]
     assert list(index) == GROUP_VERSIONS
     for key, entry in index.items():
         url = entry["serverRelativeURL"]
         path, _, query = url.partition("?")
         assert path == f"/openapi/v3/{key}"
         digest = query.removeprefix("hash=")
-        served = openapi.serve_v3(key, digest)
+        served = SERVICE.serve_v3(key, digest)
         assert served.status == 200
         assert served.headers["ETag"] == f'"{digest}"'
         assert "immutable" in served.headers["Cache-Control"]
@@ -275,21 +276,21 @@ def test_v3_index_lists_every_group_version_with_its_hash() -> None:
 
 
 def test_v3_stale_hash_redirects_and_etag_revalidates() -> None:
-    url = openapi.openapi_v3_index()["paths"]["api/v1"]["serverRelativeURL"]
-    moved = openapi.serve_v3("api/v1", "0" * 128)
+    url = SERVICE.openapi_v3_index()["paths"]["api/v1"]["serverRelativeURL"]
+    moved = SERVICE.serve_v3("api/v1", "0" * 128)
     assert moved.status == 301
     assert moved.headers["Location"] == url
-    fresh = openapi.serve_v3("/api/v1/")
+    fresh = SERVICE.serve_v3("/api/v1/")
     assert fresh.status == 200 and fresh.headers["Cache-Control"] == "no-cache, private"
-    assert openapi.serve_v3("api/v1", None, fresh.headers["ETag"]).status == 304
+    assert SERVICE.serve_v3("api/v1", None, fresh.headers["ETag"]).status == 304
     with pytest.raises(StatusError) as raised:
-        openapi.serve_v3("apis/nope/v1")
+        SERVICE.serve_v3("apis/nope/v1")
     assert raised.value.code == 404
 
 
 @pytest.mark.parametrize("key", GROUP_VERSIONS)
 def test_v3_documents_are_self_contained(key: str) -> None:
-    doc = openapi.openapi_v3(key)
+    doc = SERVICE.openapi_v3(key)
     assert doc is not None
     assert doc["openapi"] == "3.0.0"
     schemas = doc["components"]["schemas"]
@@ -311,7 +312,7 @@ def test_v3_documents_are_self_contained(key: str) -> None:
 
 
 def test_v3_schema_shapes() -> None:
-    doc = openapi.openapi_v3("apis/apps/v1")
+    doc = SERVICE.openapi_v3("apis/apps/v1")
     assert doc is not None
     schemas = doc["components"]["schemas"]
     name = _definition_for(doc, "apps", "v1", "Deployment")
@@ -335,16 +336,16 @@ def test_v3_schema_shapes() -> None:
 
 
 def test_serve_dispatches_on_the_path() -> None:
-    index = openapi.serve("/openapi/v3", None, {})
-    assert json.loads(index.body) == openapi.openapi_v3_index()
-    url = openapi.openapi_v3_index()["paths"]["apis/apps/v1"]["serverRelativeURL"]
+    index = SERVICE.serve("/openapi/v3", None, {})
+    assert json.loads(index.body) == SERVICE.openapi_v3_index()
+    url = SERVICE.openapi_v3_index()["paths"]["apis/apps/v1"]["serverRelativeURL"]
     digest = url.partition("hash=")[2]
-    doc = openapi.serve("/openapi/v3/apis/apps/v1", "application/json", {"hash": digest})
+    doc = SERVICE.serve("/openapi/v3/apis/apps/v1", "application/json", {"hash": digest})
     assert doc.status == 200 and "immutable" in doc.headers["Cache-Control"]
-    assert openapi.serve("/openapi/v2/", "*/*", {}).headers["Content-Type"] == "application/json"
+    assert SERVICE.serve("/openapi/v2/", "*/*", {}).headers["Content-Type"] == "application/json"
     for path in ("/openapi/v4", "/openapi/v3/apis/nope/v1"):
         with pytest.raises(StatusError) as raised:
-            openapi.serve(path, None, {})
+            SERVICE.serve(path, None, {})
         assert raised.value.code == 404
 
 
@@ -436,6 +437,8 @@ def server() -> Iterator[str]:
     """Discovery and OpenAPI on a Flask app in a thread; every other path is a 404."""
     app = Flask("kubectl-test")
 
+    documents = discovery.Discovery(BUILT_IN)
+
     def answer(served: discovery.Served) -> Response:
         return Response(served.body, status=served.status, headers=served.headers)
 
@@ -453,7 +456,7 @@ def server() -> Iterator[str]:
     @app.get("/apis/<g>")
     @app.get("/apis/<g>/<v>")
     def discover(**_: str) -> Response:
-        return answer(discovery.serve(request.path, request.headers.get("Accept")))
+        return answer(documents.serve(request.path, request.headers.get("Accept")))
 
     @app.get("/openapi/v2")
     def v2_doc() -> Response:
@@ -462,12 +465,12 @@ def server() -> Iterator[str]:
 
     @app.get("/openapi/v3")
     def v3_index() -> Response:
-        return answer(openapi.serve_v3_index(request.headers.get("If-None-Match")))
+        return answer(SERVICE.serve_v3_index(request.headers.get("If-None-Match")))
 
     @app.get("/openapi/v3/<path:gv>")
     def v3_doc(gv: str) -> Response:
         hash_, etag = request.args.get("hash"), request.headers.get("If-None-Match")
-        return answer(openapi.serve_v3(gv, hash_, etag))
+        return answer(SERVICE.serve_v3(gv, hash_, etag))
 
     http = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=http.serve_forever, daemon=True)

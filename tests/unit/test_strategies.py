@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from controlplane.apiserver.strategies import Strategy, for_resource
+from controlplane.apiserver.strategies import Strategies, Strategy
 from kubelab.api.resources import RESOURCES, Resource, lookup
 
 Object = dict[str, Any]
+for_resource = Strategies().for_resource
 
 
 def _resource(group: str, version: str, plural: str) -> Resource:
@@ -82,3 +83,24 @@ def test_a_replication_controllers_scale_selector_is_its_label_map() -> None:
         "replicas": 0,
         "selector": "app=a",
     }
+
+
+def test_a_custom_resources_strategy_is_its_apiservers_alone() -> None:
+    widgets = Resource("example.com", "v1", "Widget", "widgets", True)
+    mine, other = Strategies(), Strategies()
+    custom = Strategy(widgets)
+    mine.register(custom)
+    assert mine.for_resource(widgets) is custom
+    assert other.for_resource(widgets) is not custom
+    mine.unregister(widgets.group_resource)
+    assert mine.for_resource(widgets) is not custom
+
+
+def test_a_custom_kind_named_like_a_core_kind_gets_no_core_rules() -> None:
+    """serving.knative.dev's Service: metadata rules only, no core Service defaults."""
+    knative = Resource("serving.knative.dev", "v1", "Service", "services", True)
+    strategy = Strategies().for_resource(knative)
+    obj: Object = {"metadata": {"name": "hello", "namespace": "default"}, "spec": {}}
+    strategy.default(obj)
+    assert obj["spec"] == {}
+    assert strategy.validate(obj) == []

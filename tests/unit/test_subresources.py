@@ -14,6 +14,8 @@ from flask import Flask
 from controlplane.apiserver.apiserver import APIServer
 from controlplane.apiserver.authn import UserInfo
 from controlplane.apiserver.requestinfo import RequestInfo
+from controlplane.apiserver.served import ServedAPI
+from controlplane.apiserver.strategies import Strategies
 from controlplane.apiserver.subresources import SubresourceRequest, SubresourceStorage, storage
 from controlplane.apiserver.subresources.generic import ScaleREST, StatusREST
 from controlplane.apiserver.subresources.pod import BindingREST
@@ -36,6 +38,7 @@ def _storage() -> SubresourceStorage:
         registry_for=unused,
         cached_list=unused,
         swap=unused,
+        api=ServedAPI(),
     )
     return storage(cast(APIServer, server))
 
@@ -114,6 +117,6 @@ def test_a_scale_whose_spec_is_not_an_object_is_invalid_not_a_server_error(spec:
         Flask(__name__).test_request_context(method="PUT", json=scale),
         pytest.raises(errors.StatusError) as refused,
     ):
-        ScaleREST(lambda r: cast(Any, None)).serve(request)
+        ScaleREST(lambda r: cast(Any, None), Strategies()).serve(request)
     assert refused.value.code == 422
     assert "spec.replicas" in refused.value.message

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
-from controlplane.apiserver.tables import human_duration, to_table
+from controlplane.apiserver.tables import Printers, human_duration
 from kubelab.api.errors import StatusError
 from kubelab.api.resources import RESOURCES, Resource, lookup
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+
+PRINTERS = Printers()
 
 
 def ago(**delta: float) -> str:
@@ -26,7 +28,7 @@ def _resource(group: str, plural: str, version: str = "v1") -> Resource:
 
 
 def table(group: str, plural: str, *objects: dict[str, Any], **options: Any) -> dict[str, Any]:
-    return to_table(_resource(group, plural), list(objects), now=NOW, **options)
+    return PRINTERS.to_table(_resource(group, plural), list(objects), now=NOW, **options)
 
 
 def row(group: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +139,9 @@ def test_an_unknown_include_object_is_a_bad_request() -> None:
 
 @pytest.mark.parametrize("resource", RESOURCES, ids=lambda resource: resource.group_resource)
 def test_every_resource_prints_one_json_cell_per_column(resource: Resource) -> None:
-    result = to_table(resource, [{}, {"metadata": {"name": "x"}, "spec": {}, "status": {}}])
+    result = PRINTERS.to_table(
+        resource, [{}, {"metadata": {"name": "x"}, "spec": {}, "status": {}}]
+    )
     json.dumps(result)
     columns = result["columnDefinitions"]
     assert all(len(row["cells"]) == len(columns) for row in result["rows"])
@@ -163,7 +167,7 @@ def test_resources_without_a_printer_get_name_and_created_at() -> None:
 
 def test_age_columns_are_strings() -> None:
     for resource in RESOURCES:
-        for column in to_table(resource, [])["columnDefinitions"]:
+        for column in PRINTERS.to_table(resource, [])["columnDefinitions"]:
             if column["name"] == "Age":
                 assert column["type"] == "string"
 

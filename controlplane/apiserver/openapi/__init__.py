@@ -1,5 +1,5 @@
 """OpenAPI documents for the built-in resources: `/openapi/v2` and `/openapi/v3` (and,
-in v3, for the custom resources of the CRDs served: `set_custom`).
+in v3, for the custom resources of the CRDs an apiserver serves: `OpenAPIService`).
 
 The modules: `models` (the client's models and Kubernetes' definition names), `schemas`
 (definitions built from them), `paths` (a resource's operations), `v2` (the Swagger 2.0
@@ -59,7 +59,7 @@ nothing here touches the network.
 from .documents import JSON_CONTENT_TYPE
 from .models import INT_OR_STRING, QUANTITY, TIME
 from .v2 import PROTOBUF_V2, PROTOBUF_V2_RESPONSE, openapi_v2, openapi_v2_protobuf, serve_v2
-from .v3 import openapi_v3, openapi_v3_index, serve, serve_v3, serve_v3_index, set_custom
+from .v3 import OpenAPIService
 
 __all__ = [
     "INT_OR_STRING",
@@ -68,13 +68,8 @@ __all__ = [
     "PROTOBUF_V2_RESPONSE",
     "QUANTITY",
     "TIME",
+    "OpenAPIService",
     "openapi_v2",
     "openapi_v2_protobuf",
-    "openapi_v3",
-    "openapi_v3_index",
-    "serve",
     "serve_v2",
-    "serve_v3",
-    "serve_v3_index",
-    "set_custom",
 ]

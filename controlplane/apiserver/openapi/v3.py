@@ -1,6 +1,7 @@
 """OpenAPI v3: one document per group version, derived from the v2 paths and
-definitions (`v2`), for the built-in resources and the custom resources served
-(`set_custom`), with the index of hashed URLs kubectl caches them by (`/openapi/v3`).
+definitions (`v2`), for the built-in resources and, per apiserver (`OpenAPIService`),
+the custom resources it serves, with the index of hashed URLs kubectl caches them by
+(`/openapi/v3`).
 """
 
 from __future__ import annotations
@@ -166,27 +167,6 @@ def _builtin_v3_documents() -> dict[str, Encoded]:
     return {key: Encoded.json(_v3_document(key)) for key in keys}
 
 
-_custom_v3: dict[str, Encoded] = {}
-"""The custom resources' group versions' v3 documents (see `set_custom`)."""
-
-
-def _v3_documents() -> dict[str, Encoded]:
-    return {**_builtin_v3_documents(), **_custom_v3}
-
-
-def set_custom(served: Iterable[tuple[Resource, JSONDict]]) -> None:
-    """Publish the custom resources served, each version with its CRD's schema (Swagger
-    2.0 references, its metadata one to ObjectMeta), as v3 documents of their group
-    versions: `kubectl explain` reads them, and kubectl leaves field validation to the
-    server when a PATCH operation for the kind says it takes `fieldValidation`."""
-    by_gv: dict[str, list[tuple[Resource, JSONDict]]] = {}
-    for resource, schema in served:
-        by_gv.setdefault(gv_key(resource.group, resource.version), []).append((resource, schema))
-    documents = {key: Encoded.json(_custom_document(items)) for key, items in by_gv.items()}
-    global _custom_v3
-    _custom_v3 = documents  # one assignment: readers see the old or the new set
-
-
 def _custom_document(served: list[tuple[Resource, JSONDict]]) -> JSONDict:
     builder = SchemaBuilder()
     paths: JSONDict = {}
@@ -217,72 +197,98 @@ def _custom_document(served: list[tuple[Resource, JSONDict]]) -> JSONDict:
     return _v3_from(paths, {**v2_spec().document["definitions"], **builder.definitions})
 
 
-def _v3_index() -> Encoded:
-    return Encoded.json(
-        {
-            "paths": {
-                key: {"serverRelativeURL": f"/openapi/v3/{key}?hash={doc.digest}"}
-                for key, doc in _v3_documents().items()
+class OpenAPIService:
+    """One apiserver's OpenAPI: the built-in documents (built once per process: they never
+    change) and the v3 documents of the custom resources it serves, which its CRD
+    controller publishes (`set_custom`, `controlplane.apiserver.crds`)."""
+
+    def __init__(self) -> None:
+        self._custom_v3: dict[str, Encoded] = {}
+        """The custom resources' group versions' v3 documents, by "apis/<group>/<version>"."""
+
+    def set_custom(self, served: Iterable[tuple[Resource, JSONDict]]) -> None:
+        """Publish the custom resources served, each version with its CRD's schema
+        (Swagger 2.0 references, its metadata one to ObjectMeta), as v3 documents of their
+        group versions: `kubectl explain` reads them, and kubectl leaves field validation
+        to the server when a PATCH operation for the kind says it takes
+        `fieldValidation`."""
+        by_gv: dict[str, list[tuple[Resource, JSONDict]]] = {}
+        for resource, schema in served:
+            key = gv_key(resource.group, resource.version)
+            by_gv.setdefault(key, []).append((resource, schema))
+        documents = {key: Encoded.json(_custom_document(items)) for key, items in by_gv.items()}
+        self._custom_v3 = documents  # one assignment: readers see the old or the new set
+
+    def _v3_documents(self) -> dict[str, Encoded]:
+        return {**_builtin_v3_documents(), **self._custom_v3}
+
+    def _v3_index(self) -> Encoded:
+        return Encoded.json(
+            {
+                "paths": {
+                    key: {"serverRelativeURL": f"/openapi/v3/{key}?hash={doc.digest}"}
+                    for key, doc in self._v3_documents().items()
+                }
             }
-        }
-    )
+        )
 
+    def openapi_v3_index(self) -> JSONDict:
+        """`/openapi/v3`: each group version with the hashed URL of its document."""
+        return dict(json.loads(self._v3_index().body))
 
-def openapi_v3_index() -> JSONDict:
-    """`/openapi/v3`: each group version with the hashed URL of its document."""
-    return dict(json.loads(_v3_index().body))
+    def openapi_v3(self, group_version_path: str) -> JSONDict | None:
+        """The OpenAPI 3.0 document for "api/v1" or "apis/<group>/<version>", or None."""
+        doc = self._v3_documents().get(group_version_path.strip("/"))
+        return None if doc is None else dict(json.loads(doc.body))
 
+    def serve_v3_index(self, if_none_match: str | None = None) -> Served:
+        """GET /openapi/v3."""
+        return cached_answer(self._v3_index(), JSON_CONTENT_TYPE, if_none_match)
 
-def openapi_v3(group_version_path: str) -> JSONDict | None:
-    """The OpenAPI 3.0 document for "api/v1" or "apis/<group>/<version>", or None."""
-    doc = _v3_documents().get(group_version_path.strip("/"))
-    return None if doc is None else dict(json.loads(doc.body))
+    def serve_v3(
+        self, group_version_path: str, hash_: str | None = None, if_none_match: str | None = None
+    ) -> Served:
+        """GET /openapi/v3/<group_version_path>[?hash=...]: "api/v1" or
+        "apis/<group>/<version>".
 
+        With the current hash the answer may be cached for good; with a stale one it is a
+        301 to the current URL, as kube-apiserver does. Raises StatusError 404 for a group
+        version that is not served."""
+        key = group_version_path.strip("/")
+        doc = self._v3_documents().get(key)
+        if doc is None:
+            raise _not_found()
+        if hash_ and hash_ != doc.digest:
+            location = f"/openapi/v3/{key}?hash={doc.digest}"
+            return Served(301, b"", {"Location": location, "Cache-Control": "no-cache"})
+        cache = None
+        if hash_:
+            year = 365 * 24 * 3600
+            cache = {
+                "Cache-Control": f"public, immutable, max-age={year}",
+                "Expires": formatdate(time.time() + year, usegmt=True),
+            }
+        return cached_answer(doc, JSON_CONTENT_TYPE, if_none_match, cache)
 
-def serve_v3_index(if_none_match: str | None = None) -> Served:
-    """GET /openapi/v3."""
-    return cached_answer(_v3_index(), JSON_CONTENT_TYPE, if_none_match)
-
-
-def serve_v3(
-    group_version_path: str, hash_: str | None = None, if_none_match: str | None = None
-) -> Served:
-    """GET /openapi/v3/<group_version_path>[?hash=...]: "api/v1" or "apis/<group>/<version>".
-
-    With the current hash the answer may be cached for good; with a stale one it is a
-    301 to the current URL, as kube-apiserver does. Raises StatusError 404 for a group
-    version that is not served."""
-    key = group_version_path.strip("/")
-    doc = _v3_documents().get(key)
-    if doc is None:
+    def serve(
+        self,
+        path: str,
+        accept: str | None,
+        args: Mapping[str, str],
+        if_none_match: str | None = None,
+    ) -> Served:
+        """GET on any OpenAPI path: `/openapi/v2`, `/openapi/v3`, `/openapi/v3/<gv path>`
+        (`args` are the query parameters, of which `hash` matters). Raises StatusError 404
+        for another path or an unserved group version, 406 as `serve_v2` does."""
+        path = "/" + path.strip("/")
+        if path == "/openapi/v2":
+            return serve_v2(accept, if_none_match)
+        if path == "/openapi/v3":
+            return self.serve_v3_index(if_none_match)
+        if path.startswith("/openapi/v3/"):
+            key = path.removeprefix("/openapi/v3/")
+            return self.serve_v3(key, args.get("hash"), if_none_match)
         raise _not_found()
-    if hash_ and hash_ != doc.digest:
-        location = f"/openapi/v3/{key}?hash={doc.digest}"
-        return Served(301, b"", {"Location": location, "Cache-Control": "no-cache"})
-    cache = None
-    if hash_:
-        year = 365 * 24 * 3600
-        cache = {
-            "Cache-Control": f"public, immutable, max-age={year}",
-            "Expires": formatdate(time.time() + year, usegmt=True),
-        }
-    return cached_answer(doc, JSON_CONTENT_TYPE, if_none_match, cache)
-
-
-def serve(
-    path: str, accept: str | None, args: Mapping[str, str], if_none_match: str | None = None
-) -> Served:
-    """GET on any OpenAPI path: `/openapi/v2`, `/openapi/v3`, `/openapi/v3/<gv path>`
-    (`args` are the query parameters, of which `hash` matters). Raises StatusError 404
-    for another path or an unserved group version, 406 as `serve_v2` does."""
-    path = "/" + path.strip("/")
-    if path == "/openapi/v2":
-        return serve_v2(accept, if_none_match)
-    if path == "/openapi/v3":
-        return serve_v3_index(if_none_match)
-    if path.startswith("/openapi/v3/"):
-        return serve_v3(path.removeprefix("/openapi/v3/"), args.get("hash"), if_none_match)
-    raise _not_found()
 
 
 def _not_found() -> StatusError:

@@ -1,7 +1,8 @@
 """One strategy object per stored resource: the rules of the generic registry, and the
 one place where each resource's rules are named.
 
-`for_resource` is the lookup the registry and the subresource handlers use. `_RULES`
+`Strategies.for_resource` is the lookup the registry and the subresource handlers use
+(each apiserver has its own `Strategies`, custom resources' included). `_RULES`
 names, for every stored built-in resource, keyed by group and resource as Kubernetes
 keys ``pkg/registry/<group>/<resource>/strategy.go``: its strategy class, its
 `Validator` (`kubelab.api.validation`) and its `Defaulter` (`kubelab.api.defaults`).
@@ -27,7 +28,7 @@ from kubelab.api.validation import METADATA, Validator
 from . import apiextensions, certificates, core
 from .generic import NoGenerationStrategy, StatusResetStrategy, Strategy, now_rfc3339
 
-__all__ = ["Strategy", "for_resource", "now_rfc3339", "register", "unregister"]
+__all__ = ["Strategies", "Strategy", "now_rfc3339"]
 
 
 class _Rules(NamedTuple):
@@ -124,25 +125,29 @@ _RULES: dict[str, _Rules] = {
     ),
 }
 
-# Keyed by group resource: a conversion view (autoscaling/v1 HPAs) is written through its
-# stored resource, and shares that resource's strategy.
-_BY_RESOURCE: dict[str, Strategy] = {
-    r.group_resource: _RULES[r.group_resource].for_resource(r)
-    for r in RESOURCES
-    if r.stored and not r.converted_from
-}
 
+class Strategies:
+    """One apiserver's strategies: one per stored built-in resource, made from `_RULES`,
+    and one per custom resource it serves (`register`, by its CRD controller). Keyed by
+    group resource: a conversion view (autoscaling/v1 HPAs) is written through its stored
+    resource, and shares that resource's strategy."""
 
-def register(strategy: Strategy) -> None:
-    """Use `strategy` for its resource from now on (a custom resource's, whose rules come
-    from its CustomResourceDefinition: see `controlplane.apiserver.crds`)."""
-    _BY_RESOURCE[strategy.resource.group_resource] = strategy
+    def __init__(self) -> None:
+        self._by_resource: dict[str, Strategy] = {
+            r.group_resource: _RULES[r.group_resource].for_resource(r)
+            for r in RESOURCES
+            if r.stored and not r.converted_from
+        }
 
+    def register(self, strategy: Strategy) -> None:
+        """Use `strategy` for its resource from now on (a custom resource's, whose rules
+        come from its CustomResourceDefinition: see `controlplane.apiserver.crds`)."""
+        self._by_resource[strategy.resource.group_resource] = strategy
 
-def unregister(group_resource: str) -> None:
-    _BY_RESOURCE.pop(group_resource, None)
+    def unregister(self, group_resource: str) -> None:
+        self._by_resource.pop(group_resource, None)
 
-
-def for_resource(r: Resource) -> Strategy:
-    """The strategy of a stored resource (the default one for a kind without rules)."""
-    return _BY_RESOURCE.get(r.group_resource) or Strategy(r)
+    def for_resource(self, r: Resource) -> Strategy:
+        """The strategy of a stored resource (the default one for a resource without
+        rules: metadata validation, no defaults)."""
+        return self._by_resource.get(r.group_resource) or Strategy(r)

@@ -5,9 +5,9 @@ rules live that the generic registry applies on every write: which fields the se
 and resets on create, what an update of the main resource may not touch (the status,
 which only the status subresource writes), when ``metadata.generation`` moves, how the
 object is defaulted and validated (the `Defaulter` and `Validator` its resource's entry
-names), and how its deletion goes (graceful, held back, marked). The registry asks
-`controlplane.apiserver.strategies.for_resource` for the one object of a resource and
-calls it; it never asks for the kind.
+names), and how its deletion goes (graceful, held back, marked). The registry asks its
+apiserver's `controlplane.apiserver.strategies.Strategies` for the one object of a
+resource and calls it; it never asks for the kind.
 
 Two small variants cover most kinds: `StatusResetStrategy` (a controller writes the
 status, so a new object's is emptied) and `NoGenerationStrategy` (objects without a

@@ -77,7 +77,7 @@ def storage(server: APIServer) -> SubresourceStorage:
     return SubresourceStorage(
         shared={
             "status": StatusREST(server.registry_for),
-            "scale": ScaleREST(server.registry_for),
+            "scale": ScaleREST(server.registry_for, server.api.strategies),
         },
         own={
             "pods/binding": BindingREST(registry),

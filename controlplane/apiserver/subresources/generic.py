@@ -22,7 +22,7 @@ from kubelab.api.resources import Resource
 
 from ..handlers import dry_run, field_manager, json_response, request_body
 from ..registry import MAIN, STATUS, Registry, UpdateStrategy, patch_error
-from ..strategies import for_resource
+from ..strategies import Strategies
 from ..views import ConvertedView
 from .rest import Object, SubresourceRequest, SubresourceREST
 
@@ -61,21 +61,23 @@ class StatusREST(SubresourceREST):
 
 
 class ScaleREST(SubresourceREST):
-    def __init__(self, served_by: ServedBy) -> None:
+    def __init__(self, served_by: ServedBy, strategies: Strategies) -> None:
         self.served_by = served_by
+        # The apiserver's strategies: where each resource keeps its replicas.
+        self.strategies = strategies
 
     def get(self, req: SubresourceRequest) -> Response:
         r = req.resource
-        return json_response(
-            for_resource(r).to_scale(self.served_by(r).get(r, req.namespace, req.name))
-        )
+        obj = self.served_by(r).get(r, req.namespace, req.name)
+        return json_response(self.strategies.for_resource(r).to_scale(obj))
 
     def update(self, req: SubresourceRequest) -> Response:
         return self._scale(req, request_body())
 
     def patch(self, req: SubresourceRequest) -> Response:
         r = req.resource
-        current = for_resource(r).to_scale(self.served_by(r).get(r, req.namespace, req.name))
+        obj = self.served_by(r).get(r, req.namespace, req.name)
+        current = self.strategies.for_resource(r).to_scale(obj)
         # The read's resourceVersion is not the client's: a patch pins one only if it
         # sets it (a controller's status write meanwhile must not make it a 409).
         current["metadata"].pop("resourceVersion", None)
@@ -93,7 +95,7 @@ class ScaleREST(SubresourceREST):
 
     def _scale(self, req: SubresourceRequest, wanted: Object) -> Response:
         """Write the replicas of the Scale `wanted` into the object."""
-        r, strategy = req.resource, for_resource(req.resource)
+        r, strategy = req.resource, self.strategies.for_resource(req.resource)
         spec = wanted.get("spec")
         replicas = spec.get("replicas") if isinstance(spec, dict) else None
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
