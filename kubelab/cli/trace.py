@@ -89,7 +89,7 @@ def resolve_kind(text: str) -> tuple[str, bool]:
     namespaced; an unknown word is taken as a Kind as written (a custom resource's), in a
     namespace."""
     word = text.lower()
-    for r in resources.served():
+    for r in resources.RESOURCES:
         if word in (r.singular, r.plural, *r.short_names):
             return r.kind, r.namespaced
     return text, True
