@@ -163,6 +163,13 @@ class CustomResourceStrategy(Strategy):
         if self.status_subresource:
             obj.pop("status", None)
 
+    @property
+    def patch_kind(self) -> str:
+        """ "Kind.group" (``Service.serving.knative.dev``), which no built-in kind is: a
+        strategic merge patch is refused (415) and server-side apply merges as a merge
+        patch, never by a built-in kind's list keys."""
+        return f"{self.resource.kind}.{self.resource.group}"
+
     def default(self, obj: Object) -> None:
         """The defaults of the object's version's structural schema, nothing else: a
         custom resource never gets a built-in kind's defaults, whatever its kind."""

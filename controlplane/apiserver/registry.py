@@ -653,7 +653,7 @@ class Registry:
     ) -> Object:
         """PATCH (JSON merge, strategic merge, JSON patch) of what `update` lets change;
         `manager`: see `_write`."""
-        patched = patcher(r.kind, body, content_type)
+        patched = patcher(self.api.strategies.for_resource(r).patch_kind, body, content_type)
         return self._write(r, namespace, name, patched, user, update, dry_run, manager=manager)
 
     def apply(
@@ -688,7 +688,8 @@ class Registry:
                 "fields it sets; remove managedFields from it"
             )
         self._check_type(r, config)
-        applied = managedfields.field_set(r.kind, config)
+        patch_kind = self.api.strategies.for_resource(r).patch_kind
+        applied = managedfields.field_set(patch_kind, config)
         now = now_rfc3339()
         mine = managedfields.entry(manager, "Apply", r.api_version, now, applied)
 
@@ -698,7 +699,7 @@ class Registry:
             if clashes and not force:
                 raise _apply_conflict(r, clashes)
             try:
-                merged = patch.strategic_merge_patch(r.kind, old, config)
+                merged = patch.strategic_merge_patch(patch_kind, old, config)
             except patch.UnsupportedPatchError:
                 merged = patch.merge_patch(old, config)
             except patch.PatchError as exc:
@@ -789,7 +790,7 @@ class Registry:
             self._refuse(r, new, update.validate_update(strategy, new, old))
             self.admission.validate(attrs)
             if manager and not update.subresource:
-                changed, removed = managedfields.changes(r.kind, old, new)
+                changed, removed = managedfields.changes(strategy.patch_kind, old, new)
                 if changed or removed:
                     new["metadata"]["managedFields"] = managedfields.record_update(
                         new["metadata"].get("managedFields"),

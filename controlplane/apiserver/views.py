@@ -139,7 +139,8 @@ class ConvertedView:
         dry_run: bool = False,
         manager: str = "",
     ) -> Object:
-        patched = patcher(self.view.kind, body, content_type)
+        kind = self.registry.api.strategies.for_resource(self.view).patch_kind
+        patched = patcher(kind, body, content_type)
 
         def change(old: Object) -> Object:
             return self._incoming(patched(self.to_view(old)))

@@ -528,6 +528,15 @@ def test_a_custom_service_gets_its_crds_rules_not_the_core_services(
             )
         )
         assert got["spec"] == spec, "no core Service defaults (type, ports, sessionAffinity...)"
+        # No core Service patch metadata either: a strategic merge patch is refused, as
+        # for every custom resource; a merge patch goes through.
+        ns, knative = f"--namespace={namespace}", f"services.{group}"
+        change = json.dumps({"spec": {"traffic": [{"percent": 100}]}})
+        refused = kubectl(
+            apiserver, ns, "patch", knative, "hello", "--type=strategic", "-p", change, check=False
+        )
+        assert "strategic merge patch is not supported" in refused
+        kubectl(apiserver, ns, "patch", knative, "hello", "--type=merge", "-p", change)
         core = json.loads(
             kubectl(apiserver, f"--namespace={namespace}", "get", "services", "-o", "json")
         )

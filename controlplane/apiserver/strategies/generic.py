@@ -145,6 +145,16 @@ class Strategy:
         )
         return out
 
+    # -- patches -------------------------------------------------------------------------
+
+    @property
+    def patch_kind(self) -> str:
+        """The kind whose strategic-merge-patch metadata (`kubelab.api.patch`: which lists
+        merge by which key) this resource's objects follow: a built-in resource's own.
+        Kubernetes takes it from the built-in Go type; a custom resource has none,
+        whatever its kind is called (see `CustomResourceStrategy`)."""
+        return self.resource.kind
+
     # -- defaulting and validation -------------------------------------------------------
 
     def default(self, obj: Object) -> None:
