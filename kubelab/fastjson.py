@@ -34,6 +34,28 @@ def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+_GO_ESCAPES = (
+    (b"<", b"\\u003c"),
+    (b">", b"\\u003e"),
+    (b"&", b"\\u0026"),
+    ("\u2028".encode(), b"\\u2028"),
+    ("\u2029".encode(), b"\\u2029"),
+)
+
+
+def dumps_as_go(obj: Any) -> bytes:
+    """`dumps(obj)` with the escapes Go's encoding/json adds, so that a body is byte for
+    byte what kube-apiserver writes: "<", ">" and "&" (escaped so that JSON is safe
+    inside HTML) and the line separators U+2028 and U+2029 become \\u escapes. Those
+    characters can only stand inside strings in compact JSON, so replacing them in the
+    encoded bytes is exact, and the scans cost next to nothing beside the encoding."""
+    data = dumps(obj)
+    for raw, escaped in _GO_ESCAPES:
+        if raw in data:
+            data = data.replace(raw, escaped)
+    return data
+
+
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
     """The value `data` encodes; ``ValueError`` (``orjson.JSONDecodeError``) if it is not
     JSON."""

@@ -475,7 +475,7 @@ class _WatchBody:
                 }
             elif self.form is Form.PARTIAL and ev["type"] != "ERROR":
                 ev = {"type": ev["type"], "object": negotiation.partial_object(ev["object"])}
-            yield fastjson.dumps(ev) + b"\n"
+            yield fastjson.dumps_as_go(ev) + b"\n"
 
     def close(self) -> None:
         if self.closed:

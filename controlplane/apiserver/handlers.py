@@ -32,9 +32,10 @@ Object = dict[str, Any]
 
 
 def json_response(body: Any, status: int = 200) -> Response:
-    """A compact JSON answer (the app's and the subresource handlers' one format), ending
-    in a newline as Kubernetes' encoder ends every body."""
-    return Response(fastjson.dumps(body) + b"\n", status=status, mimetype="application/json")
+    """A compact JSON answer (the app's and the subresource handlers' one format), escaped
+    and ending in a newline as Kubernetes' encoder writes every body."""
+    data = fastjson.dumps_as_go(body) + b"\n"
+    return Response(data, status=status, mimetype="application/json")
 
 
 def request_body() -> Object:

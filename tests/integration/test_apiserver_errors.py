@@ -33,6 +33,11 @@ def test_status_lines_and_bodies_are_written_as_go_writes_them(lab: Lab, namespa
     ]
     r = lab.api("GET", path + "/missing")
     assert (r.status_code, r.reason) == (404, "Not Found")
+    assert r.content == (
+        b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        b'"message":"configmaps \\"missing\\" not found","reason":"NotFound",'
+        b'"details":{"name":"missing","kind":"configmaps"},"code":404}\n'
+    )
     r = lab.api("POST", path, json={"kind": "ConfigMap", "apiVersion": "v1", "metadata": {}})
     assert (r.status_code, r.reason) == (422, "Unprocessable Entity")
 
