@@ -256,6 +256,15 @@ def forbidden_path(user: str, verb: str, path: str) -> StatusError:
     return StatusError(403, "Forbidden", f'forbidden: User "{user}" cannot {verb} path "{path}"')
 
 
+def forbidden_object(resource: str, name: str, why: str, group: str = "") -> StatusError:
+    """403 for a write refused by policy rather than by RBAC (admission's NewForbidden):
+    'nodes "n1" is forbidden: <why>'."""
+    target = f'{_qualified(resource, group)} "{name}"' if name else _qualified(resource, group)
+    return StatusError(
+        403, "Forbidden", f"{target} is forbidden: {why}", _details(resource, name, group)
+    )
+
+
 def method_not_allowed(message: str) -> StatusError:
     return StatusError(405, "MethodNotAllowed", message)
 

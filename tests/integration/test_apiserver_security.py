@@ -130,6 +130,76 @@ def test_a_kubelet_cannot_touch_another_nodes_objects(lab: Lab, tmp_path: Path) 
     assert r.status_code == 403
 
 
+def test_a_kubelet_sets_only_the_labels_kubernetes_lets_kubelets_set(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """NodeRestriction's label rules: node-restriction.kubernetes.io/ labels and other
+    kubernetes.io or k8s.io labels than a kubelet's own cannot be added, changed or
+    removed by the kubelet, on create or update; an administrator's stay put."""
+    kubelet = _client(lab, tmp_path, "system:node:n3", ["system:nodes"])
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "n3",
+            "labels": {"node-restriction.kubernetes.io/pci": "true", "kubernetes.io/os": "linux"},
+        },
+    }
+    r = kubelet.post(lab.server + "/api/v1/nodes", json=node)
+    assert r.status_code == 403
+    assert r.json()["message"] == (
+        'nodes "n3" is forbidden: node "n3" is not allowed to set the following labels: '
+        "node-restriction.kubernetes.io/pci"
+    )
+    assert r.json()["details"] == {"name": "n3", "kind": "nodes"}
+    node["metadata"]["labels"] = {  # type: ignore[index]
+        "kubernetes.io/hostname": "n3",
+        "kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64",
+        "topology.kubernetes.io/zone": "a",
+        "node.kubernetes.io/instance-type": "small",
+        "kubelet.kubernetes.io/x": "1",
+        "team.node.kubernetes.io/y": "2",
+        "example.com/z": "3",
+    }
+    r = kubelet.post(lab.server + "/api/v1/nodes", json=node)
+    assert r.status_code == 201, r.text
+    admin = {"node-restriction.kubernetes.io/pci": "true", "node-role.kubernetes.io/worker": ""}
+    r = lab.api(
+        "PATCH",
+        "/api/v1/nodes/n3",
+        json={"metadata": {"labels": admin}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.status_code == 200, r.text
+
+    def label(labels: dict[str, str | None]) -> requests.Response:
+        return kubelet.patch(
+            lab.server + "/api/v1/nodes/n3",
+            json={"metadata": {"labels": labels}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+
+    for refused in (
+        {"node-restriction.kubernetes.io/pci": None},
+        {"node-restriction.kubernetes.io/pci": "false"},
+        {"sub.node-restriction.kubernetes.io/x": "1"},
+        {"node-role.kubernetes.io/control-plane": ""},
+        {"node-role.kubernetes.io/worker": None},
+        {"example.k8s.io/x": "1"},
+    ):
+        r = label(refused)
+        assert r.status_code == 403, refused
+        assert r.json()["message"] == (
+            f'nodes "n3" is forbidden: is not allowed to modify labels: {next(iter(refused))}'
+        )
+    r = label(
+        {"kubernetes.io/os": "windows", "example.com/z": None, "kubelet.kubernetes.io/x": "9"}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["labels"]["node-restriction.kubernetes.io/pci"] == "true"
+
+
 def _bind(lab: Lab, namespace: str, name: str, role: str, group: str) -> None:
     r = lab.api(
         "POST",
