@@ -7,7 +7,8 @@ apiserver relays `kubectl logs`, `exec` and `top` here; see
 * `/exec/<ns>/<pod>/<container>?command=...` and `/attach/<ns>/<pod>/<container>`:
   WebSocket with the `v5.channel.k8s.io` subprotocol (v4 too): each message starts with
   a channel byte (0 stdin, 1 stdout, 2 stderr, 3 the final Status, 4 terminal resize;
-  v5's 255 closes a channel);
+  v5's 255 closes a channel); a client's messages may be binary or text (the official
+  Python client sends str stdin as text), both read as bytes, as Kubernetes reads them;
 * `/portForward/<ns>/<pod>`: SPDY/3.1 (`portforward.k8s.io`), either on the upgraded
   connection (kubectl before 1.31) or tunnelled in WebSocket binary messages
   (`SPDY/3.1+portforward.k8s.io`, kubectl 1.31+), see agents/kubelet/streaming.py; or
@@ -53,6 +54,7 @@ from agents.kubelet.runtime import CONTAINER_NAME, ExecSession, Runtime, State
 from agents.kubelet.streaming import (
     EXEC_PROTOCOLS,
     STREAM_TIMEOUT,
+    ChannelMessages,
     ExecStreams,
     PortForwarder,
     RawTransport,
@@ -639,15 +641,18 @@ class _Handler(BaseHTTPRequestHandler):
         ws: WSConnection, sock: Any, conns: dict[int, socket.socket], lock: threading.Lock
     ) -> None:
         """Client to pod: data on channel 2i goes to the i-th port's connection."""
+        messages = ChannelMessages()
         try:
             while data := sock.recv(65536):
                 with lock:
                     ws.receive_data(data)
                     events = list(ws.events())
                 for event in events:
-                    if isinstance(event, wsproto.events.BytesMessage) and event.data:
-                        payload = bytes(event.data)
-                        channel, body = payload[0], payload[1:]
+                    if isinstance(event, wsproto.events.Message):
+                        message = messages.add(event)
+                        if message is None:
+                            continue
+                        channel, body = message
                         conn = conns.get(channel // 2)
                         if channel % 2 == 0 and conn is not None and body:
                             conn.sendall(body)
@@ -662,7 +667,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _pump_input(
         self, ws: WSConnection, sock: Any, session: ExecSession, lock: threading.Lock
     ) -> None:
-        """Client to container: stdin (0), resize (4), v5's close of stdin (255)."""
+        """Client to container: stdin (0), resize (4), v5's close of stdin (255), in
+        binary or text messages alike."""
+        messages = ChannelMessages()
         try:
             while True:
                 data = sock.recv(65536)
@@ -672,9 +679,11 @@ class _Handler(BaseHTTPRequestHandler):
                     ws.receive_data(data)
                     events = list(ws.events())
                 for event in events:
-                    if isinstance(event, wsproto.events.BytesMessage) and event.data:
-                        payload = bytes(event.data)
-                        channel, body = payload[0], payload[1:]
+                    if isinstance(event, wsproto.events.Message):
+                        message = messages.add(event)
+                        if message is None:
+                            continue
+                        channel, body = message
                         if channel == 0:
                             session.write(body)
                         elif channel == 4:

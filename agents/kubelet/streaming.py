@@ -108,6 +108,36 @@ class RawTransport:
         self.conn.sendall(data)
 
 
+def message_bytes(event: wsproto.events.Message[Any]) -> bytes:
+    """A data event's payload as bytes, whichever frame type carried it: Kubernetes reads
+    text frames as their UTF-8 bytes, as it reads binary ones, and the official Python
+    client sends str data (stdin typed as text, say) in text frames."""
+    data = event.data
+    return data.encode() if isinstance(data, str) else bytes(data)
+
+
+class ChannelMessages:
+    """Whole `*.channel.k8s.io` messages out of a WebSocket's data events: the first byte
+    of a message names its channel (0 stdin, 4 resize, 255 v5's close of a channel ...),
+    the rest is the channel's data.
+
+    wsproto hands a message over in pieces as its bytes arrive (`message_finished` marks
+    the last one), and only the first piece starts with the channel byte, so the pieces
+    are joined here before the channel is read."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+
+    def add(self, event: wsproto.events.Message[Any]) -> tuple[int, bytes] | None:
+        """(channel, data) once `event` completes a non-empty message, else None."""
+        self._pending += message_bytes(event)
+        if not event.message_finished or not self._pending:
+            return None
+        channel, data = self._pending[0], bytes(self._pending[1:])
+        self._pending.clear()
+        return channel, data
+
+
 class WebSocketTunnel:
     """A byte stream carried in WebSocket binary messages (client-go's tunnelling
     connection): message boundaries mean nothing; pings are answered here."""
@@ -127,8 +157,8 @@ class WebSocketTunnel:
                 self.ws.receive_data(data)
                 events = list(self.ws.events())
             for event in events:
-                if isinstance(event, wsproto.events.BytesMessage):
-                    out += event.data
+                if isinstance(event, wsproto.events.Message):
+                    out += message_bytes(event)
                 elif isinstance(event, wsproto.events.Ping):
                     with self._lock:
                         reply = self.ws.send(event.response())

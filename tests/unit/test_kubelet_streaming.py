@@ -1,7 +1,8 @@
 """The kubelet's TLSConnection (agents/kubelet/streaming.py): one TLS connection that a
 reader thread and writer threads use at once, as exec and port-forward do. Each SSL call
 is under one lock and the reader waits for data outside it, so a writer is never held
-up by a reader that waits for the client."""
+up by a reader that waits for the client. And ChannelMessages, which reads channel
+messages however wsproto hands them over."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import ssl
 import threading
 from pathlib import Path
 
-from agents.kubelet.streaming import TLSConnection
+import wsproto.events
+from wsproto import ConnectionType, WSConnection
+
+from agents.kubelet.streaming import ChannelMessages, TLSConnection
 from kubelab import pki
 
 
@@ -59,3 +63,18 @@ def test_a_waiting_reader_does_not_hold_up_the_writers(tmp_path: Path) -> None:
     assert received == [b"bye"]
     client.close()
     assert conn.recv(100) == b""  # the client's close ends the reader
+
+
+def test_channel_messages_in_text_or_binary_frames_and_in_pieces() -> None:
+    client, server = WSConnection(ConnectionType.CLIENT), WSConnection(ConnectionType.SERVER)
+    server.receive_data(client.send(wsproto.events.Request(host="k", target="/exec")))
+    client.receive_data(server.send(wsproto.events.AcceptConnection()))
+    wire = client.send(wsproto.events.TextMessage(data="\x00h\u00e9llo"))
+    wire += client.send(wsproto.events.BytesMessage(data=b"\xff\x00"))
+    messages, seen = ChannelMessages(), []
+    for i in range(len(wire)):  # a byte at a time: each message arrives in pieces
+        server.receive_data(wire[i : i + 1])
+        for event in server.events():
+            if isinstance(event, wsproto.events.Message):
+                seen.append(messages.add(event))
+    assert [m for m in seen if m is not None] == [(0, "h\u00e9llo".encode()), (255, b"\x00")]
