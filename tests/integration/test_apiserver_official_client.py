@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import socket
+import ssl
 import threading
+import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
+from kubernetes.informer import SharedInformer
 
 from tests.integration.controlplane_fixture import Lab, lab, namespace
 
@@ -121,8 +128,6 @@ def test_watch_delivers_live_events(api: client.ApiClient, namespace: str) -> No
 
     t = threading.Thread(target=follow)
     t.start()
-    import time
-
     time.sleep(1.0)
     v1.create_namespaced_config_map(namespace, _configmap("live"))
     v1.delete_namespaced_config_map("live", namespace)
@@ -150,3 +155,69 @@ def test_deployments_through_the_apps_api(api: client.ApiClient, namespace: str)
     assert scale.spec.replicas == 2
     apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 5}})
     assert apps.read_namespaced_deployment("web", namespace).spec.replicas == 5
+
+
+def _read_chunked(lab: Lab, path: str, timeout: float = 20.0) -> tuple[bytes, list[bytes]]:
+    """A GET over a raw TLS socket, read to the end of its chunked body: the response
+    head and the chunks, the last being the terminating zero-length one. Fails if the
+    connection ends first, which is what urllib3 reports as "Response ended
+    prematurely"."""
+    url = urlsplit(lab.server)
+    context = ssl.create_default_context(cafile=str(lab.plane.pki / "ca.crt"))
+    context.load_cert_chain(lab.plane.pki / "admin.crt", lab.plane.pki / "admin.key")
+    raw = socket.create_connection((url.hostname, url.port), timeout=timeout)
+    with context.wrap_socket(raw, server_hostname=url.hostname) as conn:
+        conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n".encode())
+        stream = conn.makefile("rb")
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            line = stream.readline()
+            assert line, f"the connection ended in the response head: {head!r}"
+            head += line
+        assert b"transfer-encoding: chunked" in head.lower(), head
+        chunks = []
+        while True:
+            size_line = stream.readline()
+            assert size_line.endswith(b"\r\n"), f"the body ended after {chunks[-3:]!r}"
+            data = stream.read(int(size_line, 16) + 2)
+            assert data.endswith(b"\r\n"), f"a chunk was cut short: {data[-40:]!r}"
+            chunks.append(data[:-2])
+            if not chunks[-1]:
+                return head, chunks
+
+
+def test_a_watch_the_server_ends_ends_its_chunked_body(lab: Lab, namespace: str) -> None:
+    """A watch ended by its timeout sends the terminating chunk. (The informer's
+    "Response ended prematurely" during the client's e2e suite is its own Watch.stop(),
+    which shuts the socket down under the reading thread: see the test below.)"""
+    path = f"/api/v1/namespaces/{namespace}/configmaps?watch=true&timeoutSeconds=1"
+    head, chunks = _read_chunked(lab, path)
+    assert head.startswith(b"HTTP/1.1 200")
+    events = [json.loads(line) for line in b"".join(chunks).splitlines()]
+    assert [e["object"]["metadata"]["name"] for e in events] == [ROOT_CA]
+    assert chunks[-1] == b""
+
+
+def test_an_informer_logs_no_error_while_the_server_ends_its_watches(
+    api: client.ApiClient, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Watches the server ends at their timeoutSeconds (the informer's resync period)
+    are read to their end and opened again without an error; only the informer's stop,
+    which cuts its own connection, logs one (the client's doing, not the server's)."""
+    v1 = client.CoreV1Api(api)
+    informer = SharedInformer(
+        list_func=v1.list_namespaced_config_map, namespace=namespace, resync_period=1
+    )
+    caplog.set_level(logging.WARNING, logger="kubernetes.informer")
+    informer.start()
+    try:
+        for i in range(4):  # four watches ended by the server
+            time.sleep(1.0)
+            v1.create_namespaced_config_map(namespace, _configmap(f"inf-{i}"))
+        deadline = time.monotonic() + 10
+        while informer.cache.get_by_key(f"{namespace}/inf-3") is None:
+            assert time.monotonic() < deadline, "the informer never saw inf-3"
+            time.sleep(0.1)
+        assert caplog.records == []
+    finally:
+        informer.stop()
