@@ -35,6 +35,10 @@ followers still get appends) and the WAL segments before it released. A snapshot
 a follower is always made fresh from the applied state, so it carries the current
 membership (a member added after the last local snapshot must find itself in it).
 
+Tracing (`spans`, with a tracer): a write proposed inside a recording span carries its
+trace context in its entry, and every member's fsync, the leader's commit and every
+member's apply of it are spans of that trace. Without a tracer nothing is done.
+
 Heartbeats: the leader does not send a follower its regular heartbeat when it sent that
 follower an append, a snapshot or a read's heartbeat within the last interval (etcd
 sends every one); see `RaftNode._redundant_heartbeat`.
@@ -58,7 +62,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import msgpack
+from opentelemetry import trace
+from opentelemetry.context import Context
 
+from controlplane.store import spans
 from controlplane.store.raft import (
     ConfChange,
     ConfChangeType,
@@ -183,14 +190,20 @@ class NodeStatus:
 _REQ = msgpack.Packer(use_bin_type=True)
 
 
-def _encode_request(proposer: int, req_id: int, payload: bytes) -> bytes:
-    data: bytes = _REQ.pack([proposer, req_id, payload])
+def _encode_request(proposer: int, req_id: int, payload: bytes, traceparent: str) -> bytes:
+    """An entry's data; a traced proposal's has its traceparent as a fourth field
+    (`spans.TRACED_ENTRY`), an untraced one stays three fields long."""
+    fields: list[Any] = [proposer, req_id, payload]
+    if traceparent:
+        fields.append(traceparent)
+    data: bytes = _REQ.pack(fields)
     return data
 
 
-def _decode_request(data: bytes) -> tuple[int, int, bytes]:
-    proposer, req_id, payload = msgpack.unpackb(data, raw=False)
-    return int(proposer), int(req_id), bytes(payload)
+def _decode_request(data: bytes) -> tuple[int, int, bytes, str]:
+    """An entry's proposer, request id, payload and traceparent ("" if untraced)."""
+    proposer, req_id, payload, *traced = msgpack.unpackb(data, raw=False)
+    return int(proposer), int(req_id), bytes(payload), str(traced[0]) if traced else ""
 
 
 def _request_ids() -> Iterator[int]:
@@ -203,7 +216,12 @@ def _request_ids() -> Iterator[int]:
 
 
 class RaftNode:
-    def __init__(self, config: NodeConfig, state_machine: StateMachine) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        state_machine: StateMachine,
+        tracer: trace.Tracer | None = None,
+    ) -> None:
         self.config = config
         self.id = config.id
         self.sm = state_machine
@@ -243,6 +261,8 @@ class RaftNode:
         # Hooks for the server: fsync durations (metrics) and leadership changes.
         self.on_fsync: Callable[[float], None] | None = None
         self.on_leader_change: Callable[[int], None] | None = None
+        self._tracer = tracer
+        self._spans = spans.RaftSpans(tracer) if tracer is not None else None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -444,9 +464,13 @@ class RaftNode:
                     if leading:
                         self._send(rd.messages)
                     if rd.must_persist():
+                        traced = self._traced_appends(rd, leading)
                         # Heartbeats skip the hand-off to the WAL thread: ten times a
                         # second, it was most of an idle member's work.
-                        await loop.run_in_executor(None, self._persist, rd)
+                        sync = await loop.run_in_executor(None, self._persist, rd, bool(traced))
+                        if traced and sync is not None:
+                            assert self._spans is not None
+                            self._spans.synced(traced, sync, len(rd.entries))
                     if not leading:
                         self._send(rd.messages)
                     self._apply(rd)
@@ -467,18 +491,29 @@ class RaftNode:
             self._fail_all(self._stopped_error())
             raise
 
-    def _persist(self, rd: Ready) -> None:
+    def _traced_appends(self, rd: Ready, leading: bool) -> list[Context]:
+        """The trace contexts of the Ready's traced entries (`spans`); none untraced."""
+        if self._spans is None or not rd.entries:
+            return []
+        traced = [(e, _decode_request(e.data)[3]) for e in rd.entries if spans.is_traced(e)]
+        return self._spans.appended(traced, leading) if traced else []
+
+    def _persist(self, rd: Ready, timed: bool = False) -> spans.Sync | None:
         """Make the Ready durable (runs in a worker thread; nothing else touches the WAL
-        or snapshot files meanwhile)."""
+        or snapshot files meanwhile). With `timed`, what its fsync took, for its span."""
         assert self._wal is not None
+        start = time.time_ns() if timed else 0
         if rd.snapshot is not None:
             self._persist_snapshot(rd.snapshot)
         if rd.hard_state is not None or rd.entries:
             self._wal.save(rd.hard_state, rd.entries)
-        if rd.must_sync:
-            seconds = self._wal.sync()
-            if self.on_fsync is not None:
-                self.on_fsync(seconds)
+        if not rd.must_sync:
+            return None
+        nbytes = self._wal.unsynced_bytes
+        seconds = self._wal.sync()
+        if self.on_fsync is not None:
+            self.on_fsync(seconds)
+        return spans.Sync(start, time.time_ns(), seconds, nbytes) if timed else None
 
     def _persist_snapshot(self, snap: Snapshot) -> None:
         assert self._wal is not None
@@ -550,8 +585,11 @@ class RaftNode:
         if e.type is EntryType.CONF_CHANGE:
             self._apply_conf_change(e)
             return
-        proposer, req_id, payload = _decode_request(e.data)
+        proposer, req_id, payload, traceparent = _decode_request(e.data)
         fut = self._pending.pop(req_id, None) if proposer == self.id else None
+        if traceparent and self._spans is not None:
+            self._spans.committed(e, self._acknowledged(e.index))
+        start = time.time_ns() if traceparent else 0
         try:
             result = self.sm.apply(e.index, payload)
         except Exception as exc:  # a bad command fails its request, not the member
@@ -559,6 +597,9 @@ class RaftNode:
             if fut is not None and not fut.done():
                 fut.set_exception(exc)
             return
+        if traceparent and self._spans is not None:
+            revision = getattr(result, "revision", None)  # a KV or lease response's
+            self._spans.applied(e, traceparent, start, revision)
         self.proposals_committed += 1
         if fut is not None and not fut.done():
             fut.set_result(result)
@@ -595,8 +636,16 @@ class RaftNode:
         if fut is not None and not fut.done():
             fut.set_result(self._conf)
 
+    def _acknowledged(self, index: int) -> list[int]:
+        """The voters whose log holds `index`, as this member's tracker knows them (the
+        leader's is the one that counts: a follower's is empty)."""
+        prs = self.raw.raft.prs
+        return sorted(m for m in prs.voters if prs.progress[m].match >= index)
+
     def _on_soft_state(self, lead: int, role: StateType) -> None:
         self.leader_changes += 1
+        if self._spans is not None and role is not StateType.LEADER:
+            self._spans.lost_leadership()
         log.info(
             "%s: leader is now %s (this member: %s)",
             self._tag,
@@ -699,10 +748,17 @@ class RaftNode:
     async def propose(self, command: bytes, timeout: float | None = None) -> Any:
         """Replicate `command`; returns the state machine's result once applied here."""
         self._check_alive()
+        if self._tracer is not None and trace.get_current_span().is_recording():
+            with self._tracer.start_as_current_span("Raft.propose"):
+                return await self._propose(command, timeout, spans.traceparent())
+        return await self._propose(command, timeout, "")
+
+    async def _propose(self, command: bytes, timeout: float | None, traceparent: str) -> Any:
         req_id = next(self._req_ids)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[req_id] = fut
-        self._proposals.append((req_id, _encode_request(self.id, req_id, command)))
+        data = _encode_request(self.id, req_id, command, traceparent)
+        self._proposals.append((req_id, data))
         self._wakeup.set()
         return await self._await(fut, req_id, timeout, "write")
 

@@ -9,6 +9,12 @@ same error bodies `{"error", "message", "code"}` with gRPC codes. Writes go thro
 reads are linearizable (ReadIndex) unless `serializable` is set; watches and lease
 keep-alives are streams of `{"result": ...}` lines.
 
+Tracing (`--tracing-endpoint`; docs/architecture.md, "Tracing"): a unary request that
+carries a W3C `traceparent` header is a `Store.<call>` span continuing the client's
+trace, and a watch request's each created watcher a `Store.watch` span; its writes'
+Raft work is traced on every member (`controlplane.store.spans`). A request without one
+makes no span: the store traces what its clients trace.
+
     kubelab-store --name s1 --data-dir /var/lib/kubelab-store \\
         --listen-client-urls http://127.0.0.1:2379 \\
         --listen-peer-urls https://127.0.0.1:2380 \\
@@ -36,11 +42,14 @@ from urllib.parse import urlsplit
 
 import prometheus_client
 from aiohttp import web
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace.export import SpanExporter
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from controlplane.store import gateway, mvcc
+from controlplane.store import gateway, mvcc, spans
 from controlplane.store.lessor import Lessor, minimum_ttl
 from controlplane.store.node import (
     ClusterState,
@@ -65,7 +74,7 @@ from controlplane.store.service import (
 )
 from controlplane.store.wal import StoreStorageError
 from controlplane.store.watch import WatchBatch, Watcher, WatchHub
-from kubelab import gcpause, pki
+from kubelab import gcpause, pki, tracing
 from kubelab.grpccodes import GrpcCode, http_status
 
 log = logging.getLogger("kubelab.store.server")
@@ -90,6 +99,15 @@ class GatewayError(Exception):
         super().__init__(message)
         self.grpc_code = grpc_code
 
+
+STREAMED = frozenset({"/v3/watch", "/v3/lease/keepalive", "/v3/maintenance/snapshot"})
+"""The calls that are streams: no span of their own (a watcher's creation has one)."""
+
+# Span attributes of the store's requests.
+HTTP_STATUS_CODE = "http.response.status_code"
+WATCH_KEY = "kubelab.store.key"
+WATCH_RANGE_END = "kubelab.store.range_end"
+WATCH_START_REVISION = "kubelab.store.start_revision"
 
 EMPTY_WATCH_RANGE = {"created": True, "canceled": True,
                      "cancel_reason": "mvcc: watcher range is empty"}  # fmt: skip
@@ -152,8 +170,8 @@ class _NodeCounters(Collector):
 class Metrics:
     """Prometheus metrics, named (and typed) like etcd's where etcd has one."""
 
-    def __init__(self, store: Store) -> None:
-        self.registry = CollectorRegistry()
+    def __init__(self, store: Store, registry: CollectorRegistry) -> None:
+        self.registry = registry
         r = self.registry
         node = store.node
         Gauge("etcd_server_has_leader", "1 if a leader exists", registry=r).set_function(
@@ -196,12 +214,26 @@ class Metrics:
 
 
 class Store:
-    """One member: the Raft node, the state machine, watches, leases, and the HTTP API."""
+    """One member: the Raft node, the state machine, watches, leases, and the HTTP API.
+    Its spans go to `tracing_endpoint` (`--tracing-endpoint`) or to `span_exporter`
+    (tests); with neither (nor the standard variables), it does not trace."""
 
-    def __init__(self, config: NodeConfig, quota_bytes: int, progress_interval: float) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        quota_bytes: int,
+        progress_interval: float,
+        tracing_endpoint: str = "",
+        span_exporter: SpanExporter | None = None,
+    ) -> None:
         min_ttl = minimum_ttl(config.tick_interval * config.election_ticks)
         self.sm = StoreStateMachine(quota_bytes=quota_bytes, min_lease_ttl=min_ttl)
-        self.node = RaftNode(config, self.sm)
+        registry = CollectorRegistry()
+        self.tracing = tracing.setup(
+            "store", config.name, registry, tracing_endpoint, exporter=span_exporter
+        )
+        self._tracer = self.tracing.tracer if self.tracing.enabled else None
+        self.node = RaftNode(config, self.sm, self._tracer)
         self.hub = WatchHub(self.sm.mvcc)
         # Header fields that never change, rendered once (every response carries them).
         self._cluster_id = str(member_id(("cluster", 0), config.cluster_token))
@@ -209,7 +241,7 @@ class Store:
         self._streams: set[asyncio.Queue[Any]] = set()
         self.lessor = Lessor(min_ttl)
         self.progress_interval = progress_interval
-        self.metrics = Metrics(self)
+        self.metrics = Metrics(self, registry)
         self._lease_task: asyncio.Task[None] | None = None
         self._publish_task: asyncio.Task[None] | None = None
         self.sm.mvcc.lease_listener = self._on_lease
@@ -284,6 +316,7 @@ class Store:
                 task.cancel()
         self.hub.close()
         await self.node.stop()
+        self.tracing.shutdown()
 
     # -- helpers -------------------------------------------------------------------
 
@@ -300,6 +333,14 @@ class Store:
         if revision == 0:
             del out["revision"]
         return out
+
+    def _request_context(self, request: web.Request) -> Context | None:
+        """The client's trace context (its `traceparent` header) if this member traces
+        and the client sent a valid one, else None: the request makes no span."""
+        if self._tracer is None:
+            return None
+        context = propagate.extract(request.headers)
+        return context if trace.get_current_span(context).get_span_context().is_valid else None
 
     async def _read_body(self, request: web.Request) -> Any:
         return parse_json(await request.read() or b"{}")
@@ -362,9 +403,11 @@ class Store:
 
         The 200 goes out with the first frame, so a malformed first request is answered
         with a plain 400 error body; a malformed later one ends the stream with an error
-        frame, as etcd's gateway does.
+        frame, as etcd's gateway does. In a traced request, each watcher created is a
+        `Store.watch` span (the stream itself lasts as long as its client: no span).
         """
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        context = self._request_context(request)
         # None in the queue ends the stream: the member is shutting down.
         out: asyncio.Queue[dict[str, Any] | gateway.BadRequest | None] = asyncio.Queue()
         self._streams.add(out)
@@ -398,14 +441,15 @@ class Store:
                         wid = req.watch_id or next_id
                         next_id = max(next_id, wid + 1)
                         created_at = self.sm.mvcc.revision
-                        w = self.hub.create(
-                            req.key,
-                            req.range_end,
-                            req.start_revision,
-                            prev_kv=req.prev_kv,
-                            filter_put=req.filter_put,
-                            filter_delete=req.filter_delete,
-                        )
+                        with self._watch_span(context, req, created_at):
+                            w = self.hub.create(
+                                req.key,
+                                req.range_end,
+                                req.start_revision,
+                                prev_kv=req.prev_kv,
+                                filter_put=req.filter_put,
+                                filter_delete=req.filter_delete,
+                            )
                         watchers[wid] = w
                         out.put_nowait(self._watch_result(wid, {"created": True}))
                         pumps.append(
@@ -444,6 +488,25 @@ class Store:
             for w in watchers.values():
                 self.hub.cancel(w)
         return resp
+
+    @contextlib.contextmanager
+    def _watch_span(
+        self, context: Context | None, req: gateway.WatchCreate, revision: int
+    ) -> Iterator[None]:
+        """A watcher's creation as the `Store.watch` span of a traced request."""
+        if context is None or self._tracer is None:
+            yield
+            return
+        attributes: dict[str, str | int] = {
+            WATCH_KEY: req.key.decode(errors="backslashreplace"),
+            WATCH_RANGE_END: req.range_end.decode(errors="backslashreplace"),
+            WATCH_START_REVISION: req.start_revision,
+            spans.REVISION: revision,
+        }
+        with self._tracer.start_as_current_span(
+            "Store.watch", context=context, kind=trace.SpanKind.SERVER, attributes=attributes
+        ):
+            yield
 
     def _watch_result(
         self, wid: int, extra: dict[str, Any], revision: int | None = None
@@ -723,6 +786,52 @@ class Store:
     # -- the app ---------------------------------------------------------------------
 
     def app(self) -> web.Application:
+        routes = {
+            "/v3/kv/range": self.range,
+            "/v3/kv/put": self.put,
+            "/v3/kv/deleterange": self.delete_range,
+            "/v3/kv/txn": self.txn,
+            "/v3/kv/compaction": self.compaction,
+            "/v3/watch": self.watch,
+            "/v3/lease/grant": self.lease_grant,
+            "/v3/lease/revoke": self.lease_revoke,
+            "/v3/kv/lease/revoke": self.lease_revoke,
+            "/v3/lease/keepalive": self.lease_keepalive,
+            "/v3/lease/timetolive": self.lease_timetolive,
+            "/v3/kv/lease/timetolive": self.lease_timetolive,
+            "/v3/lease/leases": self.lease_leases,
+            "/v3/kv/lease/leases": self.lease_leases,
+            "/v3/cluster/member/list": self.member_list,
+            "/v3/cluster/member/add": self.member_add,
+            "/v3/cluster/member/remove": self.member_remove,
+            "/v3/cluster/member/promote": self.member_promote,
+            "/v3/maintenance/status": self.status,
+            "/v3/maintenance/alarm": self.alarm,
+            "/v3/maintenance/snapshot": self.snapshot,
+            "/v3/maintenance/defragment": self.defragment,
+        }
+        # The unary calls' spans, by path: Store.range, Store.deleteRange, ...
+        span_names = {
+            path: "Store." + _camel_case(handler.__name__)
+            for path, handler in routes.items()
+            if path not in STREAMED
+        }
+
+        @web.middleware
+        async def traced(
+            request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        ) -> web.StreamResponse:
+            name = span_names.get(request.path)
+            context = self._request_context(request) if name else None
+            if context is None or name is None or self._tracer is None:
+                return await handler(request)
+            with self._tracer.start_as_current_span(
+                name, context=context, kind=trace.SpanKind.SERVER
+            ) as span:
+                response = await handler(request)
+                span.set_attribute(HTTP_STATUS_CODE, response.status)
+                return response
+
         @web.middleware
         async def errors(
             request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -750,37 +859,19 @@ class Store:
             self.metrics.requests.labels(request.path, str(response.status)).inc()
             return response
 
-        app = web.Application(middlewares=[errors], client_max_size=MAX_BODY_BYTES)
-        routes = {
-            "/v3/kv/range": self.range,
-            "/v3/kv/put": self.put,
-            "/v3/kv/deleterange": self.delete_range,
-            "/v3/kv/txn": self.txn,
-            "/v3/kv/compaction": self.compaction,
-            "/v3/watch": self.watch,
-            "/v3/lease/grant": self.lease_grant,
-            "/v3/lease/revoke": self.lease_revoke,
-            "/v3/kv/lease/revoke": self.lease_revoke,
-            "/v3/lease/keepalive": self.lease_keepalive,
-            "/v3/lease/timetolive": self.lease_timetolive,
-            "/v3/kv/lease/timetolive": self.lease_timetolive,
-            "/v3/lease/leases": self.lease_leases,
-            "/v3/kv/lease/leases": self.lease_leases,
-            "/v3/cluster/member/list": self.member_list,
-            "/v3/cluster/member/add": self.member_add,
-            "/v3/cluster/member/remove": self.member_remove,
-            "/v3/cluster/member/promote": self.member_promote,
-            "/v3/maintenance/status": self.status,
-            "/v3/maintenance/alarm": self.alarm,
-            "/v3/maintenance/snapshot": self.snapshot,
-            "/v3/maintenance/defragment": self.defragment,
-        }
+        # Outermost first: a span sees the status the errors middleware answered with.
+        app = web.Application(middlewares=[traced, errors], client_max_size=MAX_BODY_BYTES)
         for path, handler in routes.items():
             app.router.add_post(path, handler)
         app.router.add_get("/health", self.health)
         app.router.add_get("/version", self.version)
         app.router.add_get("/metrics", self.metrics_endpoint)
         return app
+
+
+def _camel_case(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
 
 
 def parse_json(raw: bytes) -> Any:
@@ -886,6 +977,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds between progress notifications on quiet watches that asked for them",
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    tracing.add_flags(p)
     return p.parse_args(argv)
 
 
@@ -956,6 +1048,7 @@ async def serve(args: argparse.Namespace) -> None:
         build_config(args),
         args.quota_backend_bytes,
         args.experimental_watch_progress_notify_interval,
+        args.tracing_endpoint,
     )
     await store.start()
     # Cancel handlers whose client went away, so abandoned watches are cleaned up.

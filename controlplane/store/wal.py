@@ -407,6 +407,7 @@ class WAL:
         self._segment_size = 0
         self._buffer = bytearray()
         self._unsynced = False
+        self._unsynced_bytes = 0
         self._failure: str | None = None
         self._closed = False
         self._hard_state = EMPTY_HARD_STATE
@@ -564,6 +565,11 @@ class WAL:
         self._last_index = max(self._last_index, index)
         self._maybe_rotate()
 
+    @property
+    def unsynced_bytes(self) -> int:
+        """Bytes of records saved since the last sync: what the next `sync` makes durable."""
+        return self._unsynced_bytes
+
     def sync(self) -> float:
         """Write out everything saved and fdatasync it; return the fdatasync's seconds.
 
@@ -637,6 +643,7 @@ class WAL:
     def _append(self, record: bytes) -> None:
         self._buffer += record
         self._segment_size += len(record)
+        self._unsynced_bytes += len(record)
         self._unsynced = True
         if len(self._buffer) >= _WRITE_BUFFER_BYTES:
             self._flush()
@@ -658,6 +665,7 @@ class WAL:
             raise self._fail(exc, "syncing", self._segments[-1].path) from exc
         elapsed = time.perf_counter() - start
         self._unsynced = False
+        self._unsynced_bytes = 0
         self._durable_snapshot_index = self._snapshot_index
         return elapsed
 

@@ -40,6 +40,10 @@ never reached a member (connection refused, connect timeout, TLS handshake failu
 retried on the next endpoint; so are reads that a member answers with UNAVAILABLE (no
 leader). A write whose connection broke after it was sent is not retried, because it may
 have been applied: the caller gets `Unavailable` saying so.
+
+Every call, unary or streamed, carries the current span's trace context (W3C
+`traceparent`, `opentelemetry.propagate.inject`): the store continues the caller's trace
+(the apiserver's request) with its own spans. Outside a span nothing is added.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httptools
+from opentelemetry import propagate
 
 from kubelab import fastjson, pki
 from kubelab.grpccodes import GrpcCode
@@ -53,6 +54,15 @@ from kubelab.storeclient.wire import (
     set_field,
     unb64,
 )
+
+
+def trace_headers() -> bytes:
+    """The current span's trace context (`traceparent`, OpenTelemetry's propagators) as
+    header lines, so that the store's spans of the call join the caller's trace (the
+    apiserver's request); none outside a span."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return "".join(f"{name}: {value}\r\n" for name, value in carrier.items()).encode()
 
 
 class _Retry(Exception):
@@ -150,9 +160,12 @@ class StoreClient(KVStore):
         raise self._unreachable(failures)
 
     def _post(self, path: str, body: dict[str, Any], *, idempotent: bool) -> dict[str, Any]:
+        headers = trace_headers()
+
         def attempt(endpoint: str) -> dict[str, Any]:
             try:
-                status, raw = self._pool(endpoint).request("POST", path, fastjson.dumps(body))
+                pool = self._pool(endpoint)
+                status, raw = pool.request("POST", path, fastjson.dumps(body), headers)
             except storehttp.ResponseTimeout:
                 raise DeadlineExceeded(
                     GrpcCode.DEADLINE_EXCEEDED,

@@ -95,15 +95,19 @@ class Pool:
         self._host_header = f"Host: {self.host}:{self.port}\r\n".encode()
         self._idle: deque[socket.socket] = deque()
 
-    def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        """Send one request and return the response's status and body.
+    def request(
+        self, method: str, path: str, body: bytes = b"", headers: bytes = b""
+    ) -> tuple[int, bytes]:
+        """Send one request (with more header lines `headers`, each ending in CRLF) and
+        return the response's status and body.
 
         Raises `ConnectFailed` if no connection could be made, `ResponseTimeout` if the
         answer did not come within the timeout, and another ``OSError`` (or
         ``httptools.HttpParserError``) if the connection broke or the answer was not HTTP;
         in those last cases the request may have been applied.
         """
-        response = self._exchange(method, path, body, b"Content-Type: application/json\r\n")
+        headers = b"Content-Type: application/json\r\n" + headers
+        response = self._exchange(method, path, body, headers)
         return response.parser.get_status_code(), b"".join(response.body)
 
     def exchange(

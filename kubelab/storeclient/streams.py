@@ -12,6 +12,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from opentelemetry import propagate
+
 from kubelab import fastjson
 from kubelab.grpccodes import GrpcCode
 from kubelab.storeclient.errors import (
@@ -61,8 +63,11 @@ class Stream:
         return self._closed.is_set()
 
     def open(self, path: str, body: dict[str, Any], timeout: float | None) -> None:
-        """Send the request and read the response headers; raise the error if not 200."""
-        self._conn.request("POST", path, body=fastjson.dumps(body), headers=_JSON_HEADERS)
+        """Send the request and read the response headers; raise the error if not 200.
+        The request carries the current span's trace context, as unary calls do."""
+        headers = dict(_JSON_HEADERS)
+        propagate.inject(headers)
+        self._conn.request("POST", path, body=fastjson.dumps(body), headers=headers)
         response = self._conn.getresponse()
         if response.status != 200:
             raw = response.read()
