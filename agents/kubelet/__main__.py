@@ -8,12 +8,14 @@ import signal
 import sys
 import threading
 
+from prometheus_client import CollectorRegistry
+
 from agents.kubelet import certificates
 from agents.kubelet import config as kconfig
 from agents.kubelet.kubelet import Kubelet
 from agents.kubelet.machine import HostMachine
 from agents.kubelet.runtime.docker import DockerRuntime
-from kubelab import pki
+from kubelab import pki, tracing
 from kubelab.client import KubeconfigError, RestClient
 
 log = logging.getLogger("kubelab.kubelet")
@@ -55,7 +57,17 @@ def main(argv: list[str] | None = None) -> None:
         require_client_cert=False,
     )
     config.root_dir.mkdir(parents=True, exist_ok=True)
-    kubelet = Kubelet(config, client, runtime, HostMachine(config.root_dir), serving=serving)
+    registry = CollectorRegistry()  # the server's /metrics
+    traced = tracing.setup("kubelet", config.node_name, registry, args.tracing_endpoint)
+    kubelet = Kubelet(
+        config,
+        client,
+        runtime,
+        HostMachine(config.root_dir),
+        serving=serving,
+        tracing=traced,
+        registry=registry,
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

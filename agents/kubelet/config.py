@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from kubelab import tracing
 from kubelab.api.quantity import parse_quantity
 
 
@@ -223,6 +224,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--container-runtime-endpoint", default="", help="Docker Engine URL")
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-4)")
+    tracing.add_flags(p)
     return p
 
 

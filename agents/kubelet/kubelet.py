@@ -8,6 +8,7 @@
     client certificate: renewed before it expires (agents.kubelet.certificates)
     node pressure: pods evicted below --eviction-hard (agents.kubelet.eviction)
     HTTPS :10250: logs, exec, attach, port-forward, stats (agents.kubelet.server)
+    tracing: pod syncs and live-data requests continue their traces (agents.kubelet.podtrace)
 
 `Kubelet` is the same code on a real node (DockerRuntime, HostMachine, volumes on disk,
 the HTTPS server) and on a hollow node (MemoryRuntime, FixedMachine, no volumes, no
@@ -22,6 +23,8 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry
 
 from agents.kubelet.certificates import Rotator
 from agents.kubelet.config import KubeletConfig
@@ -43,6 +46,7 @@ from kubelab.client import (
 )
 from kubelab.client.record import EventRecorder
 from kubelab.client.rest import Object
+from kubelab.tracing import Tracing
 
 log = logging.getLogger("kubelab.kubelet")
 
@@ -64,11 +68,17 @@ class Kubelet:
         serving: ssl.SSLContext | None = None,
         services: SharedInformer | None = None,
         stop_event: threading.Event | None = None,
+        tracing: Tracing | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         """`services` and `stop_event` are for many kubelets in one process (hollow
         nodes): one Services informer the caller runs for them all, instead of a watch
-        each, and one stop event for them all."""
+        each, and one stop event for them all. `tracing` is the kubelet's
+        (`kubelab.tracing.setup`, its counters in `registry`, the server's `/metrics`);
+        None: it does not trace."""
         self.config = config
+        self.tracing = tracing
+        tracer = tracing.tracer if tracing is not None and tracing.enabled else None
         self.client = client
         self.runtime = runtime
         self.machine = machine
@@ -87,6 +97,7 @@ class Kubelet:
             self.recorder,
             None,
             self.node_status.allocatable(),
+            tracer,
         )
         if volumes:
             volume_manager = VolumeManager(
@@ -124,6 +135,8 @@ class Kubelet:
                 self.workers,
                 Authorizer(client, config.node_name),
                 lambda: _usage(machine),
+                tracer=tracer,
+                registry=registry,
             )
             # Port 0 (tests): the Node advertises the port the server got.
             self.config = dataclasses.replace(config, port=self.server.port)
@@ -305,6 +318,8 @@ class Kubelet:
         for t in self.threads:
             t.join(timeout=10)
         self.recorder.stop(timeout=2.0)
+        if self.tracing is not None:
+            self.tracing.shutdown()
 
 
 def _usage(machine: Machine) -> tuple[int, int]:

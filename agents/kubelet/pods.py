@@ -14,11 +14,14 @@ Restarts follow restartPolicy with the crash-loop back-off (10 s doubling to 5 m
 after a container ran 10 min). A container's restart count is the attempt number in its
 labels, so it survives kubelet restarts; the last dead container of each name is kept
 (for `lastState` and `kubectl logs --previous`), older ones are removed.
+
+With a tracer, a sync that takes a step continues the pod's trace: `podtrace`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import datetime
 import hashlib
 import json
@@ -31,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
+from opentelemetry import trace
 
-from agents.kubelet import podspec, podstatus, probes
+from agents.kubelet import podspec, podstatus, podtrace, probes
 from agents.kubelet.config import KubeletConfig
 from agents.kubelet.pleg import PLEG, PodSnapshot
 from agents.kubelet.runtime import (
@@ -70,6 +74,8 @@ Object = dict[str, Any]
 MIRROR = "kubernetes.io/config.mirror"
 CONFIG_SOURCE = "kubernetes.io/config.source"
 CONFIG_HASH = "kubernetes.io/config.hash"
+PRESENT, PULLED = "present", "pulled"
+"""`_ensure_image`'s outcomes when the image is there (the others: the waiting reason)."""
 BACKOFF_RESET = 600.0
 """A container that ran this long without crashing has its back-off reset (10 min)."""
 
@@ -86,6 +92,8 @@ class PodState:
 
     pod: Object | None
     """The pod as last seen (None: gone from every source; only cleanup is left)."""
+    gone: Object | None = None
+    """The pod as last seen before it left its sources: the trace its clean-up continues."""
     static: bool = False
     backoff: dict[str, Backoff] = field(default_factory=dict)
     waiting: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -135,8 +143,10 @@ class PodWorkers:
         recorder: EventRecorder,
         volumes: VolumeManager | None,
         allocatable: dict[str, str],
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.config = config
+        self.tracer = tracer
         self.client = client
         self.runtime = runtime
         self.recorder = recorder
@@ -178,7 +188,7 @@ class PodWorkers:
         with self._lock:
             st = self.pods.get(uid)
             if st is not None:
-                st.pod = None
+                st.gone, st.pod = st.pod or st.gone, None
         self.queue.add(uid)
 
     def known_uids(self) -> set[str]:
@@ -215,29 +225,33 @@ class PodWorkers:
             return
         pod = st.pod
         if pod is None:
-            self._kill_pod(uid, st, grace=0)
-            self._cleanup(uid)
+            with podtrace.syncing(self.tracer, podtrace.SYNC_TERMINATED_POD, st.gone):
+                self._kill_pod(uid, st, grace=0)
+                self._cleanup(uid)
             with self._lock:
                 self.pods.pop(uid, None)
             return
         if pod["metadata"].get("deletionTimestamp"):
-            self._terminate(uid, st, pod)
+            with podtrace.syncing(self.tracer, podtrace.SYNC_TERMINATING_POD, pod):
+                self._terminate(uid, st, pod)
             return
         if st.evicted:
-            if not st.terminated:
-                self._kill_pod(uid, st, grace=0)
-                st.terminated = True
-            self._write_status(uid, st, pod)
+            with podtrace.syncing(self.tracer, podtrace.SYNC_TERMINATING_POD, pod):
+                if not st.terminated:
+                    self._kill_pod(uid, st, grace=0)
+                    st.terminated = True
+                self._write_status(uid, st, pod)
             return
         st.wake_at = None
         acted_at = st.acted_at
-        self._sync(uid, st, pod)
-        if st.acted_at != acted_at:
-            # It started something: the status it writes shows that (Running), from a
-            # relist after the start, rather than Pending and then Running from another
-            # sync that would wait in the queue behind other pods' starts.
-            self.pleg.snapshot(uid, newer_than=st.acted_at)
-        self._write_status(uid, st, pod)
+        with podtrace.syncing(self.tracer, podtrace.SYNC_POD, pod):
+            self._sync(uid, st, pod)
+            if st.acted_at != acted_at:
+                # It started something: the status it writes shows that (Running), from
+                # a relist after the start, rather than Pending and then Running from
+                # another sync that would wait in the queue behind other pods' starts.
+                self.pleg.snapshot(uid, newer_than=st.acted_at)
+            self._write_status(uid, st, pod)
         self._gc_containers(uid, pod)
         wake = min(
             (t for t in (st.wake_at, st.prober.next_due(), self._token_due(uid)) if t), default=None
@@ -353,7 +367,8 @@ class PodWorkers:
             self._start(uid, st, pod, c, sandbox, latest, volumes, init=False)
         if self._pod_done(pod, self.pleg.snapshot(uid), policy):
             st.terminated = True
-            self.runtime.stop_sandbox(sandbox.id)  # a finished pod holds no sandbox
+            with podtrace.step("Kubelet.stopPodSandbox"):
+                self.runtime.stop_sandbox(sandbox.id)  # a finished pod holds no sandbox
 
     def _pod_done(self, pod: Object, snap: PodSnapshot, policy: str) -> bool:
         """Whether every app container has finished and none will restart."""
@@ -379,17 +394,17 @@ class PodWorkers:
             self.runtime.stop_sandbox(s.id)
         ref = PodRef(meta.get("namespace", "default"), meta["name"], uid)
         attempt = max((s.attempt + 1 for s in snap.sandboxes), default=0)
+        config = SandboxConfig(
+            pod=ref,
+            attempt=attempt,
+            hostname=spec.get("hostname") or meta["name"],
+            labels=ref.labels(),
+            host_network=bool(spec.get("hostNetwork")),
+            cgroup_parent=podspec.cgroup_parent(self.config.cgroup_root, pod),
+        )
         try:
-            started = self.runtime.run_sandbox(
-                SandboxConfig(
-                    pod=ref,
-                    attempt=attempt,
-                    hostname=spec.get("hostname") or meta["name"],
-                    labels=ref.labels(),
-                    host_network=bool(spec.get("hostNetwork")),
-                    cgroup_parent=podspec.cgroup_parent(self.config.cgroup_root, pod),
-                )
-            )
+            with podtrace.step("Kubelet.runPodSandbox", {podtrace.ATTEMPT: attempt}):
+                started = self.runtime.run_sandbox(config)
         except RuntimeFailure as exc:
             self.recorder.event(
                 pod, WARNING, "FailedCreatePodSandBox", f"Failed to create pod sandbox: {exc}"
@@ -409,6 +424,16 @@ class PodWorkers:
     def _ensure_image(self, st: PodState, pod: Object, c: Object) -> bool:
         """Pull the image as imagePullPolicy says; False (with the waiting reason set)
         while it is not there."""
+        attributes = {podtrace.CONTAINER: c["name"], podtrace.IMAGE: c["image"]}
+        with podtrace.step("Kubelet.ensureImage", attributes) as span:
+            outcome = self._pull_image(st, pod, c)
+            if span is not None:
+                span.set_attribute(podtrace.IMAGE_OUTCOME, outcome)
+        return outcome in (PRESENT, PULLED)
+
+    def _pull_image(self, st: PodState, pod: Object, c: Object) -> str:
+        """`_ensure_image`'s work; the outcome: `PRESENT`, `PULLED` or the reason the
+        container waits for its image (ErrImagePull, ...)."""
         image, name = c["image"], c["name"]
         path = f"spec.containers{{{name}}}"
         policy = podspec.pull_policy(c)
@@ -421,13 +446,13 @@ class PodWorkers:
                 f'Container image "{image}" already present on machine',
                 field_path=path,
             )
-            return True
+            return PRESENT
         if policy == "Never":
             message = f'Container image "{image}" is not present with pull policy of Never'
             st.waiting[name] = ("ErrImageNeverPull", message)
             self.recorder.event(pod, WARNING, "ErrImageNeverPull", message, field_path=path)
             self._wake(st, time.time() + self.config.image_pull_backoff)
-            return False
+            return "ErrImageNeverPull"
         backoff = st.backoff.setdefault(f"pull:{name}", Backoff())
         now = time.time()
         if now < backoff.until:
@@ -436,14 +461,14 @@ class PodWorkers:
                 pod, NORMAL, "BackOff", f'Back-off pulling image "{image}"', field_path=path
             )
             self._wake(st, backoff.until)
-            return False
+            return "ImagePullBackOff"
         self.recorder.event(pod, NORMAL, "Pulling", f'Pulling image "{image}"', field_path=path)
         began = time.monotonic()
         try:
             self.runtime.pull_image(image)
         except RuntimeFailure as exc:
             if present is not None:  # Always, and the pull failed: use what is there
-                return True
+                return PRESENT
             backoff.delay = min(
                 self.config.crash_loop_backoff_cap,
                 backoff.delay * 2 if backoff.delay else self.config.image_pull_backoff,
@@ -453,7 +478,7 @@ class PodWorkers:
             st.waiting[name] = ("ErrImagePull", message)
             self.recorder.event(pod, WARNING, "Failed", message, field_path=path)
             self._wake(st, backoff.until)
-            return False
+            return "ErrImagePull"
         st.backoff.pop(f"pull:{name}", None)
         self.recorder.event(
             pod,
@@ -462,7 +487,7 @@ class PodWorkers:
             f'Successfully pulled image "{image}" in {time.monotonic() - began:.3f}s',
             field_path=path,
         )
-        return True
+        return PULLED
 
     def _start(
         self,
@@ -505,14 +530,17 @@ class PodWorkers:
             self._wake(st, now + 2.0)
             return
         cid = ""
+        container = {podtrace.CONTAINER: name}
         try:
-            cid = self.runtime.create_container(sandbox.id, config)
+            with podtrace.step("Kubelet.createContainer", container):
+                cid = self.runtime.create_container(sandbox.id, config)
             # It exists from now on, started or not: the next sync must see it.
             st.acted_at = time.time()
             self.recorder.event(
                 pod, NORMAL, "Created", f"Created container {name}", field_path=path
             )
-            self.runtime.start_container(cid)
+            with podtrace.step("Kubelet.startContainer", container):
+                self.runtime.start_container(cid)
             st.acted_at = time.time()
         except ImageNotFound as exc:
             st.waiting[name] = ("ErrImagePull", str(exc))
@@ -646,6 +674,9 @@ class PodWorkers:
     ) -> None:
         now = time.time()
         for kind, probe in st.prober.due(c, running.id, running.started_at or now, now):
+            began = time.time_ns()
+            before = st.prober.state(c["name"], kind)
+            was_ok = before.ok if before is not None else None
             ok, why = probes.run_handler(
                 probe,
                 self.runtime,
@@ -664,7 +695,13 @@ class PodWorkers:
                 self.recorder.event(
                     pod, WARNING, "Unhealthy", f"{what} probe failed: {why}", field_path=path
                 )
-            if st.prober.record(c["name"], kind, probe, ok, time.time()):
+            killing = st.prober.record(c["name"], kind, probe, ok, time.time())
+            after = st.prober.state(c["name"], kind)
+            if after is not None and after.ok is True and was_ok is not True:
+                # Its verdict turned to success: started, ready, alive.
+                attributes = {podtrace.CONTAINER: c["name"], podtrace.PROBE: kind}
+                podtrace.record("Kubelet.probe", began, attributes)
+            if killing:
                 self.recorder.event(
                     pod,
                     NORMAL,
@@ -684,6 +721,11 @@ class PodWorkers:
 
     def _stop_container(self, pod: Object, c: Object | None, cid: str, grace: float) -> None:
         """preStop (within the grace period), then SIGTERM, then SIGKILL at the end."""
+        attributes = {podtrace.CONTAINER: (c or {}).get("name", ""), podtrace.GRACE_PERIOD: grace}
+        with podtrace.step("Kubelet.stopContainer", attributes):
+            self._stop_within(pod, c, cid, grace)
+
+    def _stop_within(self, pod: Object, c: Object | None, cid: str, grace: float) -> None:
         deadline = time.monotonic() + grace
         pre_stop = ((c or {}).get("lifecycle") or {}).get("preStop")
         if pre_stop:
@@ -706,22 +748,34 @@ class PodWorkers:
             for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
         }
         running = [c for c in snap.containers if c.state == State.RUNNING]
-        if running:
-            with concurrent.futures.ThreadPoolExecutor(len(running)) as pool:
-                for c in running:
-                    name = c.labels.get(CONTAINER_NAME, "")
-                    if pod is not None:
-                        self.recorder.event(
-                            pod,
-                            NORMAL,
-                            "Killing",
-                            f"Stopping container {name}",
-                            field_path=f"spec.containers{{{name}}}",
+        ready = [s for s in snap.sandboxes if s.ready]
+        if not (running or ready):
+            return
+        with podtrace.step("Kubelet.killPod", {podtrace.GRACE_PERIOD: grace}):
+            if running:
+                with concurrent.futures.ThreadPoolExecutor(len(running)) as pool:
+                    for c in running:
+                        name = c.labels.get(CONTAINER_NAME, "")
+                        if pod is not None:
+                            self.recorder.event(
+                                pod,
+                                NORMAL,
+                                "Killing",
+                                f"Stopping container {name}",
+                                field_path=f"spec.containers{{{name}}}",
+                            )
+                        # Each in this sync's context: its span is the kill's child.
+                        pool.submit(
+                            contextvars.copy_context().run,
+                            self._stop_container,
+                            pod or {},
+                            by_name.get(name),
+                            c.id,
+                            grace,
                         )
-                    pool.submit(self._stop_container, pod or {}, by_name.get(name), c.id, grace)
-        for s in snap.sandboxes:
-            if s.ready:
-                self.runtime.stop_sandbox(s.id)
+            for s in ready:
+                with podtrace.step("Kubelet.stopPodSandbox"):
+                    self.runtime.stop_sandbox(s.id)
 
     def _terminate(self, uid: str, st: PodState, pod: Object) -> None:
         """The pod is being deleted: stop it within its grace period, report the final
@@ -736,13 +790,14 @@ class PodWorkers:
         if st.static:
             return
         try:
-            self.client.delete(
-                PODS,
-                meta["name"],
-                meta.get("namespace", "default"),
-                grace_period_seconds=0,
-                preconditions=Preconditions(uid=uid),
-            )
+            with podtrace.step("Kubelet.deletePod"):
+                self.client.delete(
+                    PODS,
+                    meta["name"],
+                    meta.get("namespace", "default"),
+                    grace_period_seconds=0,
+                    preconditions=Preconditions(uid=uid),
+                )
             log.info(
                 "kubelet %s: pod %s/%s (uid %s) stopped and deleted",
                 self.config.node_name,
@@ -757,9 +812,13 @@ class PodWorkers:
     def _cleanup(self, uid: str) -> None:
         snap = self.pleg.snapshot(uid, newer_than=time.time())
         for c in snap.containers:
-            self.runtime.remove_container(c.id)
+            with podtrace.step(
+                "Kubelet.removeContainer", {podtrace.CONTAINER: c.labels.get(CONTAINER_NAME, "")}
+            ):
+                self.runtime.remove_container(c.id)
         for s in snap.sandboxes:
-            self.runtime.remove_sandbox(s.id)
+            with podtrace.step("Kubelet.removePodSandbox"):
+                self.runtime.remove_sandbox(s.id)
         (self.config.root_dir / "pods" / uid / "resolv.conf").unlink(missing_ok=True)
         if self.volumes:
             self.volumes.teardown(uid)
@@ -822,19 +881,21 @@ class PodWorkers:
             return
         meta = pod["metadata"]
         target = meta["name"]
-        try:
-            self.client.patch(
-                PODS,
-                target,
-                {"status": status},
-                meta.get("namespace", "default"),
-                patch_type=PatchType.MERGE,
-                subresource="status",
-            )
-        except StatusError as exc:
-            if exc.code in (404, 409):
-                return
-            raise
+        # Its PATCH carries this span's traceparent (the REST client's propagation).
+        with podtrace.step("Kubelet.updateStatus", {podtrace.PHASE: status["phase"]}):
+            try:
+                self.client.patch(
+                    PODS,
+                    target,
+                    {"status": status},
+                    meta.get("namespace", "default"),
+                    patch_type=PatchType.MERGE,
+                    subresource="status",
+                )
+            except StatusError as exc:
+                if exc.code in (404, 409):
+                    return
+                raise
         st.last_status = {"_json": comparable, "conditions": status["conditions"]}
 
 

@@ -28,6 +28,11 @@ vouches for (TokenReview); then authorized by a SubjectAccessReview for `nodes/<
 this node (proxy, log, stats, metrics), as the kubelet's webhook authorizer does
 (`kubelab.delegatedauth`, which the control plane's components use too). Answers are
 cached for a minute.
+
+A request that carries a W3C `traceparent` (the apiserver relaying `kubectl logs`) is a
+span continuing its trace: `Kubelet.containerLogs`, `Kubelet.exec`, `Kubelet.attach`,
+`Kubelet.portForward`, `Kubelet.stats`, with the pod (and container) as attributes; one
+without makes none (metrics scrapes, probes of the server).
 """
 
 from __future__ import annotations
@@ -42,13 +47,15 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 import prometheus_client
 import wsproto
 import wsproto.events
+from opentelemetry import propagate, trace
 from wsproto import ConnectionType, WSConnection
 
+from agents.kubelet import podtrace
 from agents.kubelet.pods import PodWorkers
 from agents.kubelet.runtime import CONTAINER_NAME, ExecSession, Runtime, State
 from agents.kubelet.streaming import (
@@ -64,6 +71,7 @@ from agents.kubelet.streaming import (
     WebSocketTunnel,
     exit_status,
 )
+from kubelab import tracing
 from kubelab.client import RestClient
 from kubelab.delegatedauth import Delegation, User
 
@@ -75,6 +83,13 @@ SPDY = "spdy/3.1"
 SPDY_TUNNEL = "SPDY/3.1+portforward.k8s.io"
 PORT_FORWARD_PROTOCOLS = (SPDY_TUNNEL, "v4.channel.k8s.io", "portforward.k8s.io")
 DECISION_TTL = 60.0
+_SPANS = {
+    "containerLogs": "Kubelet.containerLogs",
+    "exec": "Kubelet.exec",
+    "attach": "Kubelet.attach",
+    "portForward": "Kubelet.portForward",
+}
+"""The traced live-data requests' spans, by the path's first segment."""
 
 
 def _subresource(path: str) -> str:
@@ -137,8 +152,14 @@ class KubeletServer(ThreadingHTTPServer):
         workers: PodWorkers,
         authorizer: Authorizer,
         node_usage: Callable[[], tuple[int, int]],
+        *,
+        tracer: trace.Tracer | None = None,
+        registry: prometheus_client.CollectorRegistry | None = None,
     ) -> None:
+        """`tracer` traces the live-data requests (module docstring); `registry` holds
+        what `/metrics` serves (a new one by default)."""
         super().__init__(address, _Handler)
+        self.tracer = tracer
         # The handshake runs in the connection's own thread (`_Handler.setup`), not in
         # accept(): a slow or broken client must not hold up the accept loop.
         self.socket = ssl_context.wrap_socket(
@@ -149,7 +170,7 @@ class KubeletServer(ThreadingHTTPServer):
         self.authorizer = authorizer
         self.node_usage = node_usage
         self.stats = StatsCollector(workers.runtime)
-        self.registry = prometheus_client.CollectorRegistry()
+        self.registry = registry or prometheus_client.CollectorRegistry()
         self.running_pods = prometheus_client.Gauge(
             "kubelet_running_pods", "Pods with a running sandbox", registry=self.registry
         )
@@ -267,6 +288,30 @@ class _Handler(BaseHTTPRequestHandler):
             return
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         parts = [unquote(p) for p in url.path.strip("/").split("/")]
+        with self._traced(url.path, parts):
+            self._route(url, query, parts)
+
+    def _traced(self, path: str, parts: list[str]) -> contextlib.AbstractContextManager[Any]:
+        """A live-data request's span, continuing the trace of its `traceparent`
+        (module docstring); nothing for the other paths or an untraced request."""
+        name = _SPANS.get(parts[0]) if path != "/stats/summary" else "Kubelet.stats"
+        tracer = self.server.tracer
+        if tracer is None or name is None:
+            return contextlib.nullcontext()
+        context = propagate.extract(self.headers)
+        if not trace.get_current_span(context).get_span_context().is_valid:
+            return contextlib.nullcontext()
+        attributes: dict[str, str] = {}
+        if len(parts) >= 3 and name != "Kubelet.stats":
+            pod = {"kind": "Pod", "metadata": {"namespace": parts[1], "name": parts[2]}}
+            attributes = tracing.object_attributes(pod)
+            if len(parts) >= 4:
+                attributes[podtrace.CONTAINER] = parts[3]
+        return tracer.start_as_current_span(
+            name, context=context, kind=trace.SpanKind.SERVER, attributes=attributes
+        )
+
+    def _route(self, url: SplitResult, query: dict[str, str], parts: list[str]) -> None:
         try:
             if url.path == "/healthz":
                 self._text(b"ok")
