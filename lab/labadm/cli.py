@@ -119,8 +119,9 @@ def tracing_flag(parser: argparse.ArgumentParser) -> None:
         "--tracing-endpoint",
         default="",
         metavar="URL",
-        help="the lab's trace collector (OTLP/HTTP), passed to the controller-manager, "
-        "scheduler, kube-proxy and cluster DNS; default: none, they do not trace",
+        help="the lab's trace collector (OTLP/HTTP), passed to the store member, the "
+        "kubelet, the controller-manager, scheduler, kube-proxy and cluster DNS; default: "
+        "none, they do not trace",
     )
 
 

@@ -77,9 +77,10 @@ class InitData:
     store_peers: tuple[str, ...] = ()
     """The other members' client URLs: the apiserver reaches them after its own."""
     tracing_endpoint: str = ""
-    """The lab's trace collector (an OTLP/HTTP base URL) that the controller-manager,
-    the scheduler, kube-proxy and cluster DNS send spans to (`--tracing-endpoint`);
-    empty, the default: the flag is left out and they do not trace."""
+    """The lab's trace collector (an OTLP/HTTP base URL) that the store member, the
+    kubelet, the controller-manager, the scheduler, kube-proxy and cluster DNS send spans
+    to (`--tracing-endpoint`); empty, the default: the flag is left out and they do not
+    trace."""
     _client: RestClient | None = field(default=None, repr=False)
 
     @property
@@ -402,6 +403,7 @@ def store_pod(data: InitData) -> dict[str, Any]:
             f"--peer-cert-file={s}/peer.crt",
             f"--peer-key-file={s}/peer.key",
             f"--peer-trusted-ca-file={s}/ca.crt",
+            *tracing_flags(data.tracing_endpoint),
         ],
         {"store-certs": data.layout.store_pki, "store-data": data.layout.store_data},
     )
@@ -530,7 +532,9 @@ def kubelet_serving_pair(layout: Layout, node_name: str, node_ip: str) -> None:
     pki.write_pair(pair, directory, "kubelet")
 
 
-def kubelet_flags(layout: Layout, node_name: str, node_ip: str, *, manifests: bool) -> str:
+def kubelet_flags(
+    layout: Layout, node_name: str, node_ip: str, *, manifests: bool, tracing_endpoint: str = ""
+) -> str:
     kubelet_pki = layout.on_node(layout.kubelet_dir / "pki")
     flags = [
         f"--hostname-override={node_name}",
@@ -540,6 +544,7 @@ def kubelet_flags(layout: Layout, node_name: str, node_ip: str, *, manifests: bo
         f"--client-ca-file={layout.on_node(layout.pki)}/ca.crt",
         f"--cluster-dns={CLUSTER_DNS}",
         f"--port={KUBELET_PORT}",
+        *tracing_flags(tracing_endpoint),
     ]
     if manifests:
         flags.append(f"--pod-manifest-path={layout.on_node(layout.manifests)}")
@@ -547,13 +552,21 @@ def kubelet_flags(layout: Layout, node_name: str, node_ip: str, *, manifests: bo
 
 
 def start_kubelet(
-    layout: Layout, node_name: str, node_ip: str, *, dry_run: bool, manifests: bool
+    layout: Layout,
+    node_name: str,
+    node_ip: str,
+    *,
+    dry_run: bool,
+    manifests: bool,
+    tracing_endpoint: str = "",
 ) -> None:
     """Write the kubelet's flags and serving pair, then `sv up kubelet` (runit)."""
     kubelet_serving_pair(layout, node_name, node_ip)
     say("kubelet-start", f'Writing kubelet flags to file "{layout.kubelet_flags}"')
     layout.kubelet_flags.parent.mkdir(parents=True, exist_ok=True)
-    flags = kubelet_flags(layout, node_name, node_ip, manifests=manifests)
+    flags = kubelet_flags(
+        layout, node_name, node_ip, manifests=manifests, tracing_endpoint=tracing_endpoint
+    )
     pki.write_atomic(layout.kubelet_flags, flags.encode(), 0o644)
     sv_up("kubelet", "kubelet-start", dry_run=dry_run)
 
@@ -647,7 +660,12 @@ def upload_certs(data: InitData) -> None:
 
 def kubelet_start(data: InitData) -> None:
     start_kubelet(
-        data.layout, data.node_name, data.advertise_address, dry_run=data.dry_run, manifests=True
+        data.layout,
+        data.node_name,
+        data.advertise_address,
+        dry_run=data.dry_run,
+        manifests=True,
+        tracing_endpoint=data.tracing_endpoint,
     )
 
 

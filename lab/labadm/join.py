@@ -56,7 +56,7 @@ class JoinData:
     """With --control-plane: what this node's control plane is made from (the same
     data `labadm init` fills; `lab.labadm.controlplane_join`)."""
     tracing_endpoint: str = ""
-    """kube-proxy's `--tracing-endpoint` (`InitData.tracing_endpoint`)."""
+    """The kubelet's and kube-proxy's `--tracing-endpoint` (`InitData.tracing_endpoint`)."""
 
     @property
     def server(self) -> str:
@@ -214,6 +214,7 @@ def kubelet_start(data: JoinData) -> None:
         data.node_ip,
         dry_run=data.dry_run,
         manifests=data.control_plane is not None,
+        tracing_endpoint=data.tracing_endpoint,
     )
 
 

@@ -4,6 +4,7 @@ kubelet's certificate request) against the real apiserver and CSR controllers.""
 
 from __future__ import annotations
 
+import dataclasses
 import stat
 import tempfile
 import threading
@@ -71,6 +72,22 @@ def test_init_certs_and_manifests_with_private_keys_0600(tmp_path: Path) -> None
     ca = (p / "ca.crt").read_bytes()
     INIT.run(data, only="certs")
     assert (p / "ca.crt").read_bytes() == ca
+
+
+def test_the_store_and_the_kubelet_trace_only_when_the_lab_has_a_collector(
+    tmp_path: Path,
+) -> None:
+    collector = "http://10.0.0.5:4318"
+    for root, endpoint in ((tmp_path / "off", ""), (tmp_path / "on", collector)):
+        data = dataclasses.replace(init_data(root), tracing_endpoint=endpoint)
+        INIT.run(data, only="store")
+        INIT.run(data, only="kubelet-start")
+    flag = f"--tracing-endpoint={collector}"
+    for root, expected in ((tmp_path / "off", False), (tmp_path / "on", True)):
+        store = (root / "etc/kubelab/manifests/kubelab-store.yaml").read_text()
+        kubelet = (root / "etc/default/kubelet").read_text()
+        assert (flag in store, flag in kubelet) == (expected, expected), root
+        assert ("--tracing-endpoint" in store + kubelet) == expected
 
 
 def test_init_refuses_an_initialized_node(tmp_path: Path) -> None:
