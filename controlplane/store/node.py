@@ -588,7 +588,7 @@ class RaftNode:
         proposer, req_id, payload, traceparent = _decode_request(e.data)
         fut = self._pending.pop(req_id, None) if proposer == self.id else None
         if traceparent and self._spans is not None:
-            self._spans.committed(e, self._acknowledged(e.index))
+            self._spans.committed(e, self._acknowledged)
         start = time.time_ns() if traceparent else 0
         try:
             result = self.sm.apply(e.index, payload)

@@ -860,7 +860,9 @@ class Store:
             return response
 
         # Outermost first: a span sees the status the errors middleware answered with.
-        app = web.Application(middlewares=[traced, errors], client_max_size=MAX_BODY_BYTES)
+        # Without tracing, no middleware layer to cross on every request.
+        middlewares = [traced, errors] if self._tracer is not None else [errors]
+        app = web.Application(middlewares=middlewares, client_max_size=MAX_BODY_BYTES)
         for path, handler in routes.items():
             app.router.add_post(path, handler)
         app.router.add_get("/health", self.health)

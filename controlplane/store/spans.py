@@ -31,7 +31,7 @@ member with tracing on decodes only traced entries, and one with tracing off (no
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -124,8 +124,9 @@ class RaftSpans:
         )
         span.end(sync.end_ns)
 
-    def committed(self, entry: Entry, acknowledged: Sequence[int]) -> None:
-        """The `Raft.commit` span of an entry this member appended as the leader."""
+    def committed(self, entry: Entry, acknowledged: Callable[[int], Sequence[int]]) -> None:
+        """The `Raft.commit` span of an entry this member appended as the leader;
+        `acknowledged(index)` names the voters holding it (asked only then)."""
         appended = self._appended.pop(entry.index, None)
         if appended is None:
             return
@@ -135,7 +136,7 @@ class RaftSpans:
             {
                 INDEX: entry.index,
                 TERM: entry.term,
-                ACKNOWLEDGED: [f"{member:x}" for member in acknowledged],
+                ACKNOWLEDGED: [f"{member:x}" for member in acknowledged(entry.index)],
             }
         )
         span.end()

@@ -179,13 +179,13 @@ def test_one_fsync_for_a_batch_is_the_first_requests_child_linked_to_the_others(
         spans.WAL_ENTRIES: 5, spans.WAL_BYTES: 300, spans.WAL_FDATASYNC_SECONDS: 0.0005
     }  # fmt: skip
     # The leader's commit of each: its own span, in its own request's trace.
-    raft_spans.committed(entries[1][0], [1, 2])
+    raft_spans.committed(entries[1][0], lambda index: [1, 2])
     (commit,) = [s for s in exporter.get_finished_spans() if s.name == "Raft.commit"]
     assert commit.parent is not None and commit.parent.span_id == span_id_of(proposals[1])
     assert (commit.attributes or {})[spans.ACKNOWLEDGED] == ("1", "2")
     # A leader that lost leadership does not claim the commit of what it appended.
     raft_spans.lost_leadership()
-    raft_spans.committed(entries[2][0], [1, 2])
+    raft_spans.committed(entries[2][0], lambda index: [1, 2])
     assert [s.name for s in exporter.get_finished_spans()].count("Raft.commit") == 1
     for proposal in proposals:
         proposal.end()
