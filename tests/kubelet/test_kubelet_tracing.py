@@ -164,13 +164,15 @@ def test_a_pods_sync_continues_its_trace_and_its_deletion_the_deletions(
         return found if any(s.name == "Kubelet.removePodSandbox" for s in found) else []
 
     teardown = until(torn_down, "the pod's teardown spans")
-    (terminating,) = [s for s in teardown if s.name == podtrace.SYNC_TERMINATING_POD]
-    assert terminating.parent is not None and terminating.parent.span_id == deletion.span_id
-    assert children(teardown, terminating) == [
-        "Kubelet.killPod",
-        "Kubelet.updateStatus",
-        "Kubelet.deletePod",
-    ]
+    # The status says the containers stopped once the PLEG relisted them: in this sync,
+    # or in a later one (which may then find the pod gone).
+    terminating = [s for s in teardown if s.name == podtrace.SYNC_TERMINATING_POD]
+    assert all(s.parent is not None and s.parent.span_id == deletion.span_id for s in terminating)
+    first = min(terminating, key=lambda s: s.start_time or 0)
+    assert children(teardown, first) in (
+        ["Kubelet.killPod", "Kubelet.updateStatus", "Kubelet.deletePod"],
+        ["Kubelet.killPod", "Kubelet.deletePod"],
+    )
     (kill,) = [s for s in teardown if s.name == "Kubelet.killPod"]
     assert children(teardown, kill) == ["Kubelet.stopContainer", "Kubelet.stopPodSandbox"]
     (stop,) = [s for s in teardown if s.name == "Kubelet.stopContainer"]
