@@ -47,10 +47,12 @@ carrier.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import threading
 import time
 from collections.abc import Mapping, MutableMapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +64,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import Attributes
 from prometheus_client import CollectorRegistry, Counter
 
 COMPONENTS = (
@@ -232,6 +235,23 @@ class Tracing:
     enabled: bool
     _provider: TracerProvider | None = None
 
+    def span(
+        self,
+        name: str,
+        attributes: Attributes = None,
+        *,
+        context: Context | None = None,
+        kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+    ) -> AbstractContextManager[trace.Span]:
+        """A span as the current one for a `with` block; while tracing is off, a shared
+        do-nothing context that yields a non-recording span, so that a hot path (the
+        apiserver's every request) pays no more than this call for its spans."""
+        if not self.enabled:
+            return _NOT_TRACED
+        return self.tracer.start_as_current_span(
+            name, context=context, kind=kind, attributes=attributes
+        )
+
     def force_flush(self, timeout: float = 5.0) -> bool:
         """Export the spans waiting now (tests, and before a planned stop)."""
         if self._provider is None:
@@ -242,6 +262,12 @@ class Tracing:
         """Export what is waiting, if the endpoint takes it, and stop the exporter."""
         if self._provider is not None:
             self._provider.shutdown()
+
+
+_NOT_TRACED = contextlib.nullcontext(trace.INVALID_SPAN)
+
+DISABLED = Tracing(trace.NoOpTracer(), enabled=False)
+"""Tracing off: the default of parts that are given a component's tracing."""
 
 
 def setup(
@@ -334,6 +360,25 @@ def inject(metadata: MutableMapping[str, Any], context: Context | None = None) -
     _PROPAGATOR.inject(annotations, context, _AnnotationSetter())
     if annotations or "annotations" in metadata:
         metadata["annotations"] = annotations
+
+
+def carry_over(metadata: MutableMapping[str, Any], previous: Mapping[str, Any]) -> None:
+    """Give `metadata` the trace annotations of `previous` (an object's stored metadata),
+    dropping any other: a write is then compared with what is stored without them, so
+    that a write whose only change would be its trace context changes nothing."""
+    annotations = metadata.get("annotations")
+    kept = {
+        name: value
+        for name in _ANNOTATION_OF_FIELD.values()
+        if (value := (previous.get("annotations") or {}).get(name)) is not None
+    }
+    if not annotations and not kept:
+        return
+    annotations = dict(annotations or {})
+    for name in _ANNOTATION_OF_FIELD.values():
+        annotations.pop(name, None)
+    annotations.update(kept)
+    metadata["annotations"] = annotations
 
 
 def extract(obj: Mapping[str, Any]) -> Context:

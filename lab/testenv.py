@@ -56,6 +56,7 @@ from cheroot.ssl import Adapter
 from cheroot.workers.threadpool import ThreadPool, WorkerThread
 from cheroot.wsgi import Gateway_10, Server
 from cryptography.hazmat.primitives.asymmetric import ec
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from controlplane.apiserver.admission import Chain
 from controlplane.apiserver.apiserver import APIServer, Config
@@ -250,6 +251,7 @@ class Environment:
         service_cluster_ip_range: str = "10.96.0.0/12",
         service_node_port_range: tuple[int, int] = (30000, 32767),
         bookmark_interval: float = 5.0,
+        span_exporter: SpanExporter | None = None,
     ) -> Environment:
         """Start an apiserver on a free loopback port, over an empty in-memory store.
 
@@ -257,7 +259,8 @@ class Environment:
         removed by `stop`. The apiserver bootstraps as in production: system
         namespaces, the RBAC bootstrap policy, the `kubernetes` Service. A watch that
         asked for bookmarks gets one after `bookmark_interval` quiet seconds (checked
-        once a second).
+        once a second). With a `span_exporter` (the SDK's `InMemorySpanExporter`) the
+        apiserver traces into it; `env.server.tracing.force_flush()` hands it what ended.
         """
         began = time.monotonic()
         owns = directory is None
@@ -289,7 +292,7 @@ class Environment:
             service_account_public_keys=[signing.public_key()],
             node_authorizer=node_authorizer,
         )
-        server = APIServer(config, client=MemStore())
+        server = APIServer(config, client=MemStore(), span_exporter=span_exporter)
         try:
             server.start(timeout=10)
         except BaseException:

@@ -20,12 +20,15 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubelab import fastjson, storeclient
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from kubelab import fastjson, storeclient, tracing
 from kubelab.api import errors, resources
 from kubelab.api.conversion import VIEWS
 from kubelab.api.resources import RESOURCES, Resource
@@ -89,6 +92,8 @@ class Config:
     service_account_issuer: str = SERVICE_ACCOUNT_ISSUER
     kubelet_auth: kubelet.KubeletAuth = field(default_factory=kubelet.KubeletAuth)
     node_authorizer: bool = True
+    tracing_endpoint: str = ""
+    """`--tracing-endpoint` (`kubelab.tracing`); empty: the standard variables, or off."""
 
 
 def _resource(name: str) -> Resource:
@@ -110,8 +115,23 @@ def _served_as(r: Resource) -> str:
 
 
 class APIServer:
-    def __init__(self, config: Config, client: KVStore | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        client: KVStore | None = None,
+        span_exporter: SpanExporter | None = None,
+    ) -> None:
+        """`span_exporter` takes the spans instead of the OTLP exporter (tests: the
+        SDK's `InMemorySpanExporter`), turning tracing on."""
         self.config = config
+        self.metrics = Metrics()
+        self.tracing = tracing.setup(
+            "apiserver",
+            socket.gethostname(),
+            self.metrics.registry,
+            config.tracing_endpoint,
+            exporter=span_exporter,
+        )
         self.client: KVStore = client or storeclient.StoreClient(
             config.etcd_servers,
             ca_file=config.etcd_cafile,
@@ -119,8 +139,8 @@ class APIServer:
             key_file=config.etcd_keyfile,
             timeout=10.0,
         )
-        self.storage = Storage(self.client)
-        self.cacher = Cacher(self.storage)
+        self.storage = Storage(self.client, self.tracing)
+        self.cacher = Cacher(self.storage, self.tracing)
         self.allocator = ServiceAllocator(
             config.service_cluster_ip_range, config.service_node_port_range
         )
@@ -132,11 +152,12 @@ class APIServer:
             config.admission_plugins,
             live_get=self.stored,
             charge=functools.partial(self.swap, "resourcequotas"),
+            traced=self.tracing,
         )
         # What this apiserver serves: built-in resources, and custom ones as CRDs come.
         self.api = ServedAPI()
         self.registry = Registry(
-            self.storage, self.cacher, self.api, self.admission, self.allocator
+            self.storage, self.cacher, self.api, self.admission, self.allocator, self.tracing
         )
         # Resources served from another's objects (events.k8s.io/v1 Events).
         self.views = {
@@ -163,8 +184,7 @@ class APIServer:
             static_tokens=static,
             anonymous=config.anonymous_auth,
         )
-        self.metrics = Metrics()
-        self.kubelets = kubelet.KubeletClient(config.kubelet_auth)
+        self.kubelets = kubelet.KubeletClient(config.kubelet_auth, self.tracing)
         self.subresources = subresources.storage(self)
         self.audit = AuditLog(config.audit_log_path)
         self.bootstrapped = False
@@ -218,7 +238,8 @@ class APIServer:
                 f"the watch cache could not list the store at {self.config.etcd_servers} "
                 f"within {timeout:.0f}s; is the store up and reachable?"
             )
-        self.bootstrap()
+        with self.tracing.span("APIServer.bootstrap"):  # one trace, not one per write
+            self.bootstrap()
         self.crds.start()
 
     def stop(self) -> None:
@@ -226,6 +247,7 @@ class APIServer:
         self.cacher.stop()
         self.audit.close()
         self.client.close()
+        self.tracing.shutdown()
 
     def bootstrap(self) -> None:
         """Create the objects every cluster has (see the module doc); idempotent."""

@@ -31,7 +31,7 @@ from flask import Flask, Response, g, request
 from kubelab import fastjson
 from kubelab.api import errors, patch, resources
 
-from . import fieldvalidation, handlers, negotiation, warning
+from . import fieldvalidation, handlers, negotiation, traces, warning
 from .authn import UserInfo
 from .handlers import json_response
 from .impersonation import PREFIX, impersonate
@@ -87,13 +87,18 @@ def create_app(server: APIServer) -> Flask:
         g.audit_id = str(uuid.uuid4())
         warning.begin()
         g.info = parse_request(request.method, request.path, request.args)
+        g.tracing = server.tracing
+        g.trace = traces.begin(server.tracing, g.info, request.method, request.headers)
         server.metrics.inflight.inc()
         g.counted = True
-        user = server.authn.authenticate(
-            request.path,
-            request.environ.get("kubelab.client_cert"),
-            request.headers.get("Authorization", ""),
-        )
+        with server.tracing.span("APIServer.authenticate") as span:
+            user = server.authn.authenticate(
+                request.path,
+                request.environ.get("kubelab.client_cert"),
+                request.headers.get("Authorization", ""),
+            )
+            if span.is_recording():
+                span.set_attributes({traces.USER: user.name, traces.GROUPS: user.groups})
         asked = [(k, v) for k, v in request.headers.items() if k.lower().startswith(PREFIX)]
         if asked:
             g.impersonator = user
@@ -109,7 +114,16 @@ def create_app(server: APIServer) -> Flask:
         g.user = user
         info: RequestInfo = g.info
         _check_scope(server.api.resources, info)
-        decision = server.authz.authorize(user, info)
+        with server.tracing.span("APIServer.authorize") as span:
+            decision = server.authz.authorize(user, info)
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        traces.USER: user.name,
+                        traces.DECISION: "allow" if decision.allowed else "deny",
+                        traces.REASON: decision.reason,
+                    }
+                )
         if not decision.allowed:
             raise _forbidden(user, info)
         if info.verb in ("create", "update", "patch"):
@@ -129,11 +143,19 @@ def create_app(server: APIServer) -> Flask:
         record_ = _Record.current()
         if record_ is not None and not g.get("streaming"):
             record_.finish(server, resp.status_code)
+        active: traces.RequestSpan | None = g.get("trace")
+        if active is not None:
+            # A watch's span ends here too, once its headers are on their way: its
+            # events are traced in the trace of the write each one reports.
+            active.finish(resp.status_code)
         return resp
 
     @app.teardown_request
     def teardown(exc: BaseException | None) -> None:
         fieldvalidation.end()
+        active: traces.RequestSpan | None = g.pop("trace", None)
+        if active is not None:
+            active.close()
         if g.get("counted"):
             server.metrics.inflight.dec()
             g.counted = False

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from flask import Response, request
+from flask import Response, g, request
 
-from kubelab import fastjson
+from kubelab import fastjson, tracing
 from kubelab.api import errors
 from kubelab.api.resources import Resource
 
@@ -24,6 +24,7 @@ from .authz import MASTERS, NODES
 from .registry import decode_body, parse_dry_run
 from .requestinfo import RequestInfo
 from .strategies import now_rfc3339
+from .traces import describe
 
 if TYPE_CHECKING:
     from .apiserver import APIServer
@@ -33,8 +34,11 @@ Object = dict[str, Any]
 
 def json_response(body: Any, status: int = 200) -> Response:
     """A compact JSON answer (the app's and the subresource handlers' one format), escaped
-    and ending in a newline as Kubernetes' encoder writes every body."""
-    data = fastjson.dumps_as_go(body) + b"\n"
+    and ending in a newline as Kubernetes' encoder writes every body. The object answered
+    is named on the request's span, and the encoding is `APIServer.response`."""
+    describe(body)
+    with g.get("tracing", tracing.DISABLED).span("APIServer.response"):
+        data = fastjson.dumps_as_go(body) + b"\n"
     return Response(data, status=status, mimetype="application/json")
 
 

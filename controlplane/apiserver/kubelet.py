@@ -13,6 +13,11 @@ checked against ``--kubelet-certificate-authority``).
 * ``metrics.k8s.io``     -> each node's ``/stats/summary``, summed into NodeMetrics and
   PodMetrics (``kubectl top``), as metrics-server does.
 
+Each request to a kubelet is an `APIServer.proxy` span (the node, the kubelet's path) in
+the client's request's trace, and carries its `traceparent`, so the kubelet's own span
+continues the trace; the span lasts until the kubelet's answer begins (a followed log or
+an exec session streams on after it).
+
 * ``pods/<name>/exec|attach|portforward`` -> ``/exec|attach/<ns>/<pod>/<container>``,
   ``/portForward/<ns>/<pod>``: protocol upgrades (WebSocket ``v5.channel.k8s.io`` from
   kubectl 1.31+, or SPDY), tunnelled: the apiserver forwards the upgrade request, relays
@@ -29,13 +34,16 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
+from opentelemetry import propagate, trace
 
+from kubelab import tracing
 from kubelab.api import errors
 
 log = logging.getLogger("kubelab.apiserver.kubelet")
@@ -51,6 +59,11 @@ LOG_PARAMS = (
     "tailLines",
     "limitBytes",
 )
+
+
+_REPLACED = ("host", "traceparent", "tracestate")
+"""Headers of a tunnelled request the apiserver sets itself: the kubelet's address, and
+the trace context of the apiserver's span instead of the client's."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,9 @@ def node_address(node: Object) -> tuple[str, int]:
 
 
 class KubeletClient:
-    def __init__(self, auth: KubeletAuth, timeout: float = 10.0) -> None:
+    def __init__(
+        self, auth: KubeletAuth, traced: tracing.Tracing = tracing.DISABLED, timeout: float = 10.0
+    ) -> None:
         ctx = ssl.create_default_context(cafile=str(auth.ca_file) if auth.ca_file else None)
         if auth.ca_file is None:
             # Without --kubelet-certificate-authority the kubelet's certificate cannot be
@@ -93,6 +108,20 @@ class KubeletClient:
         self.timeout = timeout
         self.ssl = ctx
         self.pool = urllib3.PoolManager(maxsize=16, ssl_context=ctx)
+        self.tracing = traced
+
+    def _span(self, node: str, host: str, port: int, path: str) -> AbstractContextManager[Any]:
+        """The span of one request to a kubelet (module docstring)."""
+        return self.tracing.span(
+            "APIServer.proxy",
+            {
+                tracing.NODE_NAME: node,
+                "server.address": host,
+                "server.port": port,
+                "url.path": path.split("?", 1)[0],
+            },
+            kind=trace.SpanKind.CLIENT,
+        )
 
     def _get(
         self, node: Object, path: str, stream: bool, read_timeout: float | None
@@ -100,18 +129,23 @@ class KubeletClient:
         host, port = node_address(node)
         url = f"https://{host}:{port}{path}"
         name = node.get("metadata", {}).get("name", "")
-        try:
-            r = self.pool.request(
-                "GET",
-                url,
-                preload_content=not stream,
-                retries=False,
-                timeout=urllib3.Timeout(connect=self.timeout, read=read_timeout),
-            )
-        except urllib3.exceptions.HTTPError as exc:
-            raise errors.service_unavailable(
-                f'the kubelet of node "{name}" at {host}:{port} is not reachable: {exc}'
-            ) from None
+        with self._span(name, host, port, path) as span:
+            headers: dict[str, str] = {}
+            propagate.inject(headers)
+            try:
+                r = self.pool.request(
+                    "GET",
+                    url,
+                    headers=headers,
+                    preload_content=not stream,
+                    retries=False,
+                    timeout=urllib3.Timeout(connect=self.timeout, read=read_timeout),
+                )
+            except urllib3.exceptions.HTTPError as exc:
+                raise errors.service_unavailable(
+                    f'the kubelet of node "{name}" at {host}:{port} is not reachable: {exc}'
+                ) from None
+            span.set_attribute("http.response.status_code", r.status)
         if r.status >= 400:
             body = r.read(4096).decode(errors="replace").strip()
             r.release_conn()
@@ -143,33 +177,37 @@ class KubeletClient:
         refuses or is unreachable."""
         host, port = node_address(node)
         name = node.get("metadata", {}).get("name", "")
-        try:
-            raw = socket.create_connection((host, port), timeout=self.timeout)
-            upstream = self.ssl.wrap_socket(raw, server_hostname=host)
-        except OSError as exc:
-            raise errors.service_unavailable(
-                f'the kubelet of node "{name}" at {host}:{port} is not reachable: {exc}'
-            ) from None
-        head = [request_line, f"Host: {host}:{port}"]
-        head += [f"{k}: {v}" for k, v in headers if k.lower() != "host"]
-        upstream.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
-        answer = b""
-        while b"\r\n\r\n" not in answer:
-            chunk = upstream.recv(4096)
-            if not chunk:
+        with self._span(name, host, port, request_line.split(" ")[1]):
+            try:
+                raw = socket.create_connection((host, port), timeout=self.timeout)
+                upstream = self.ssl.wrap_socket(raw, server_hostname=host)
+            except OSError as exc:
+                raise errors.service_unavailable(
+                    f'the kubelet of node "{name}" at {host}:{port} is not reachable: {exc}'
+                ) from None
+            carried: dict[str, str] = {}
+            propagate.inject(carried)
+            head = [request_line, f"Host: {host}:{port}"]
+            head += [f"{k}: {v}" for k, v in headers if k.lower() not in _REPLACED]
+            head += [f"{k}: {v}" for k, v in carried.items()]
+            upstream.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                chunk = upstream.recv(4096)
+                if not chunk:
+                    upstream.close()
+                    raise errors.StatusError(
+                        502, "BadGateway", f'the kubelet of node "{name}" closed the connection'
+                    )
+                answer += chunk
+            status_line = answer.split(b"\r\n", 1)[0].decode("latin-1")
+            if " 101 " not in status_line + " ":
                 upstream.close()
                 raise errors.StatusError(
-                    502, "BadGateway", f'the kubelet of node "{name}" closed the connection'
+                    502,
+                    "BadGateway",
+                    f'the kubelet of node "{name}" refused the upgrade: {status_line}',
                 )
-            answer += chunk
-        status_line = answer.split(b"\r\n", 1)[0].decode("latin-1")
-        if " 101 " not in status_line + " ":
-            upstream.close()
-            raise errors.StatusError(
-                502,
-                "BadGateway",
-                f'the kubelet of node "{name}" refused the upgrade: {status_line}',
-            )
         upstream.settimeout(None)
         client = take_over()  # from here on the connection belongs to the stream
         client.sendall(answer)

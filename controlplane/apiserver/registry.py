@@ -15,6 +15,20 @@ cache first catches up with the store's current revision), ``resourceVersion=0``
 whatever the cache has, and a paginated list (``limit``) reads the store itself so that
 its ``continue`` token names a store revision (410 once that revision is compacted).
 
+Every write that stores a new desired state keeps the trace context of the request that
+made it in the object's annotations (`kubelab.tracing.inject`: the request's span, or
+none, which removes a stale one): creates, updates, patches and applies of the main
+resource, the subresources that change the desired state (binding, scale) and the mark
+of a graceful deletion, so that the component reacting to the watch event continues the
+writer's trace. A write through the status subresource keeps the stored context
+(`UpdateStrategy.stamps_trace`): status writes report what happened rather than ask
+for anything, a controller makes them every few seconds, and each would start a new
+trace and cut the object's chain to the write that asked for its desired state. The
+annotations take no part in deciding whether a write changed anything: a write whose
+only change would be a new trace context is a no-op (no new resourceVersion), and a
+dry run returns the stored context, so `kubectl diff` shows no difference for it. The
+server stamps them after recording `metadata.managedFields`: nobody owns them.
+
 Deletion: an object with finalizers, or a Pod bound to a node, is not removed but marked
 (``deletionTimestamp``); it goes when its last finalizer is removed (or the kubelet
 confirms with a zero grace period). ``propagationPolicy`` Foreground and Orphan add the
@@ -36,7 +50,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import yaml
 
 from controlplane.apiserver import managedfields, protobuf
-from kubelab import fastjson, storeclient
+from kubelab import fastjson, storeclient, tracing
 from kubelab.api import errors, patch, selectors
 from kubelab.api.errors import FieldError
 from kubelab.api.resources import Resource
@@ -354,6 +368,9 @@ class UpdateStrategy:
 
     subresource: ClassVar[str] = ""
     """The subresource's name, as admission sees the write ("" for the main resource)."""
+    stamps_trace: ClassVar[bool] = True
+    """Whether a write keeps its request's trace context on the object (module
+    docstring): the writes of a desired state do, status writes do not."""
 
     def prepare_for_update(self, strategy: Strategy, new: Object, old: Object) -> Object:
         """The object to store when a client sent `new` over the stored `old`."""
@@ -369,6 +386,7 @@ class StatusUpdateStrategy(UpdateStrategy):
     """The status subresource: only the status moves (`Strategy.prepare_for_status_update`)."""
 
     subresource = "status"
+    stamps_trace = False
 
     def prepare_for_update(self, strategy: Strategy, new: Object, old: Object) -> Object:
         return strategy.prepare_for_status_update(new, old)
@@ -404,8 +422,10 @@ class Registry:
         api: ServedAPI,
         admission: Admission | None = None,
         allocator: Callable[[Attributes], tuple[list[tuple[str, bytes]], list[str]]] | None = None,
+        traced: tracing.Tracing = tracing.DISABLED,
     ) -> None:
         self.storage = storage
+        self.tracing = traced
         self.cacher = cacher
         # The apiserver's resources' rules: strategies, field-validation schemas.
         self.api = api
@@ -557,8 +577,11 @@ class Registry:
         strategy.default(obj)
         attrs = Attributes("CREATE", r, "", namespace, name, obj, None, user, dry_run)
         self.admission.admit(attrs)
-        self._refuse(r, obj, strategy.validate(obj))
+        with self.tracing.span("APIServer.validate"):
+            self._refuse(r, obj, strategy.validate(obj))
         self.admission.validate(attrs)
+        if not dry_run:
+            tracing.inject(meta)
         key = r.key(namespace, name)
         # Randomly picked addresses (a Service's cluster IP) may collide: pick again from
         # the object as it was before allocation (only an allocation changes it).
@@ -782,12 +805,15 @@ class Registry:
                 raise errors.conflict(r.plural, name, r.group)
             new.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
             new = update.prepare_for_update(strategy, new, old)
+            # Compared and recorded without a new trace context, stamped last.
+            tracing.carry_over(new["metadata"], old["metadata"])
             strategy.default(new)
             attrs = Attributes(
                 "UPDATE", r, update.subresource, namespace, name, new, old, user, dry_run
             )
             self.admission.admit(attrs)
-            self._refuse(r, new, update.validate_update(strategy, new, old))
+            with self.tracing.span("APIServer.validate"):
+                self._refuse(r, new, update.validate_update(strategy, new, old))
             self.admission.validate(attrs)
             if manager and not update.subresource:
                 changed, removed = managedfields.changes(strategy.patch_kind, old, new)
@@ -804,6 +830,8 @@ class Registry:
                 side[0] = allocator(attrs)
             if new == old:
                 return None
+            if update.stamps_trace and not dry_run:
+                tracing.inject(new["metadata"])
             return new
 
         if dry_run:
@@ -911,7 +939,10 @@ class Registry:
             if propagation is not None and propagation not in m.setdefault("finalizers", []):
                 m["finalizers"].append(propagation)
                 changed = True
-            return obj if changed else None
+            if not changed:
+                return None
+            tracing.inject(m)  # what reacts to the deletion continues its trace
+            return obj
 
         try:
             stored, _ = self._store_call(

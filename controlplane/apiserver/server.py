@@ -40,7 +40,7 @@ from cryptography.hazmat.primitives import serialization  # noqa: E402
 from gevent.pywsgi import WSGIHandler, WSGIServer  # noqa: E402
 from OpenSSL import SSL  # noqa: E402
 
-from kubelab import gcpause  # noqa: E402
+from kubelab import gcpause, tracing  # noqa: E402
 from kubelab.process import configure_logging  # noqa: E402
 
 from .admission import Chain  # noqa: E402
@@ -188,6 +188,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kubelet-client-key", type=Path)
     p.add_argument("--kubelet-certificate-authority", type=Path)
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-5)")
+    tracing.add_flags(p)
     return p.parse_args(argv)
 
 
@@ -231,6 +232,7 @@ def config_from(args: argparse.Namespace) -> Config:
             args.kubelet_client_key,
             args.kubelet_certificate_authority,
         ),
+        tracing_endpoint=args.tracing_endpoint,
     )
 
 

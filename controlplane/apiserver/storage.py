@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubelab import fastjson, storeclient
-from kubelab.storeclient import Compare, Delete, Get, KVStore, Put, TxnResult
+from kubelab import fastjson, storeclient, tracing
+from kubelab.storeclient import Compare, Delete, Get, KVStore, Op, Put, TxnResult
 
 log = logging.getLogger("kubelab.apiserver.storage")
 
@@ -180,8 +180,30 @@ class Storage:
     """Versioned objects over one store (thread-safe: the client is): a store cluster
     through `StoreClient`, or the in-process MVCC store of the test apiserver."""
 
-    def __init__(self, client: KVStore) -> None:
+    def __init__(self, client: KVStore, traced: tracing.Tracing = tracing.DISABLED) -> None:
         self.client = client
+        self.tracing = traced
+
+    def _txn(
+        self,
+        operation: str,
+        key: str,
+        compare: Sequence[Compare],
+        ops: Sequence[Op],
+        failure: Sequence[Op],
+    ) -> TxnResult:
+        """One write transaction as the span `APIServer.store` (the key, the operation,
+        whether its compare held, the revision it made): the store client's request is
+        made inside it, so the store's spans continue this trace."""
+        with self.tracing.span(
+            "APIServer.store", {"kubelab.store.key": key, "kubelab.store.operation": operation}
+        ) as span:
+            res = self.client.txn(compare, ops, failure)
+            if span.is_recording():
+                span.set_attribute("kubelab.store.succeeded", res.succeeded)
+                if res.succeeded:
+                    span.set_attribute("kubelab.store.revision", res.header.revision)
+            return res
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -267,8 +289,8 @@ class Storage:
         allocated cluster IP) created in the same transaction, each required to be free."""
         keys = [(key, encode(obj)), *also]
         compare = [Compare.create(k, "=", 0) for k, _ in keys]
-        puts = [Put(k.encode(), v) for k, v in keys]
-        res = self.client.txn(compare, puts)
+        puts: list[Op] = [Put(k.encode(), v) for k, v in keys]
+        res = self._txn("create", key, compare, puts, [])
         if not res.succeeded:
             taken = [k for k, _ in keys[1:] if self.client.get(k, count_only=True).count]
             raise KeyExists(taken[0] if taken else key)
@@ -288,10 +310,10 @@ class Storage:
             Compare.mod(key, "=", revision),
             *(Compare.create(k, "=", 0) for k, _ in acquire),
         ]
-        ops: list[storeclient.Op] = [Put(key.encode(), encode(obj))]
+        ops: list[Op] = [Put(key.encode(), encode(obj))]
         ops += [Put(k.encode(), v) for k, v in acquire]
         ops += [Delete(k.encode()) for k in release]
-        res = self.client.txn(compare, ops, [Get(key.encode())])
+        res = self._txn("update", key, compare, ops, [Get(key.encode())])
         if not res.succeeded:
             failed = self._failed(key, res)
             if (
@@ -307,8 +329,11 @@ class Storage:
         """Delete the object at `key` (only if still at `revision`, when given) and return
         its last state; `also` are keys released with it (a Service's cluster IP)."""
         compare = [Compare.mod(key, "=", revision)] if revision else [Compare.create(key, ">", 0)]
-        deletes = [Delete(key.encode(), prev_kv=True), *(Delete(k.encode()) for k in also)]
-        res = self.client.txn(compare, deletes, [Get(key.encode())])
+        deletes: list[Op] = [
+            Delete(key.encode(), prev_kv=True),
+            *(Delete(k.encode()) for k in also),
+        ]
+        res = self._txn("delete", key, compare, deletes, [Get(key.encode())])
         if not res.succeeded:
             raise self._failed(key, res)
         deleted = res.responses[0]

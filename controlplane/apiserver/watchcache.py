@@ -30,6 +30,13 @@ whose field selector pins `spec.nodeName=X` is registered under X; an event is o
 the unindexed watchers and to those registered under the node of the object's new and
 previous state (a binding moves a pod from "" to a node), and to no one else.
 
+A write's event is delivered in the writer's trace: `WatchCache.dispatch`, the child of
+the context the write stamped on the object (`kubelab.tracing`), with the event's type,
+the object and the number of watchers it was queued for (`kubelab.watch.watchers`), one
+span per event rather than per watcher, so that a Pod's event offered to a thousand
+kubelets' watches costs one span. An event whose object carries no new context (a status
+write, which keeps the one stored; a removal, which stores nothing) is not traced.
+
 A watcher whose queue overflows (a client that stopped reading) is closed rather than
 allowed to grow without bound; like any closed watch, its client re-watches.
 
@@ -50,7 +57,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from kubelab import fastjson, storeclient
+from kubelab import fastjson, storeclient, tracing
 from kubelab.api.resources import RESOURCES, Resource
 from kubelab.api.selectors import field_value
 from kubelab.storeclient import WatchStream
@@ -60,6 +67,15 @@ from .storage import Object, Storage, decode
 log = logging.getLogger("kubelab.apiserver.watchcache")
 
 ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
+
+
+def _traceparent(obj: Object | None) -> str | None:
+    """The trace context a write stamped on `obj`, if any."""
+    if obj is None:
+        return None
+    annotations = obj["metadata"].get("annotations") or {}
+    value = annotations.get(tracing.TRACEPARENT_ANNOTATION)
+    return value if isinstance(value, str) else None
 
 
 class TooOldResourceVersion(Exception):
@@ -120,18 +136,21 @@ class Watcher:
             return Event(DELETED, ev.key, gone, ev.prev, ev.revision)
         return None
 
-    def offer(self, ev: Event) -> None:
-        """Queue what `ev` means to this watcher; close it if its client stopped reading
-        (it re-watches from the last version it got, and the ring replays the rest)."""
+    def offer(self, ev: Event) -> bool:
+        """Queue what `ev` means to this watcher, and say whether anything was queued;
+        close it if its client stopped reading (it re-watches from the last version it
+        got, and the ring replays the rest)."""
         if self.closed:
-            return
+            return False
         out = self.translate(ev)
         if out is None:
-            return
+            return False
         try:
             self.queue.put_nowait(out)
         except queue.Full:
             self.close("the watcher fell too far behind")
+            return False
+        return True
 
     def close(self, reason: str = "") -> None:
         """End the stream: its reader stops at the next empty queue or at the marker."""
@@ -236,14 +255,17 @@ class ResourceCache:
                 out.extend(self._watchers_by_value.get(value, ()))
         return out
 
-    def record(self, ev: Event) -> None:
+    def record(self, ev: Event) -> int:
+        """Keep `ev` in the ring and offer it to the watchers; how many queued it."""
         if len(self.events) == self.events.maxlen:
             self.oldest = self.events[0].revision
         self.events.append(ev)
+        delivered = 0
         for w in self._interested(ev):
-            w.offer(ev)
+            delivered += w.offer(ev)
             if w.closed:
                 self.remove_watcher(w)
+        return delivered
 
 
 class Cacher:
@@ -252,10 +274,12 @@ class Cacher:
     def __init__(
         self,
         storage: Storage,
+        traced: tracing.Tracing = tracing.DISABLED,
         resources: tuple[Resource, ...] = RESOURCES,
         capacity: int = 10_000,
     ) -> None:
         self.storage = storage
+        self.tracing = traced
         # A converted resource (events.k8s.io Events) is read from its source's cache.
         self.caches = [
             ResourceCache(r, capacity) for r in resources if r.stored and not r.converted_from
@@ -423,8 +447,7 @@ class Cacher:
             self.revision = max(self.revision, last if frame.events else header_rev)
             self._cond.notify_all()
 
-    @staticmethod
-    def _record(cache: ResourceCache, key: str, ev: storeclient.Event, revision: int) -> None:
+    def _record(self, cache: ResourceCache, key: str, ev: storeclient.Event, revision: int) -> None:
         prev = decode(ev.prev_kv) if ev.prev_kv is not None else cache.objects.get(key)
         if ev.type == "DELETE":
             if prev is None:
@@ -433,11 +456,19 @@ class Cacher:
             gone["metadata"]["resourceVersion"] = str(revision)
             cache.remove(key)
             cache.record(Event(DELETED, key, gone, prev, revision))
-        else:
-            obj = decode(ev.kv)
-            cache.put(key, obj)
-            kind = ADDED if ev.kv.version == 1 or prev is None else MODIFIED
-            cache.record(Event(kind, key, obj, prev, revision))
+            return
+        obj = decode(ev.kv)
+        cache.put(key, obj)
+        kind = ADDED if ev.kv.version == 1 or prev is None else MODIFIED
+        event = Event(kind, key, obj, prev, revision)
+        if not self.tracing.enabled or _traceparent(obj) in (None, _traceparent(prev)):
+            cache.record(event)
+            return
+        attributes = {"k8s.event.type": kind, **tracing.object_attributes(obj)}
+        with self.tracing.span(
+            "WatchCache.dispatch", attributes, context=tracing.extract(obj)
+        ) as span:
+            span.set_attribute("kubelab.watch.watchers", cache.record(event))
 
     def _keep_unclaimed(self, key: str, ev: storeclient.Event) -> None:
         if ev.type == "DELETE":

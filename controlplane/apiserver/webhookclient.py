@@ -4,7 +4,8 @@ ConversionReview): a WebhookClientConfig's ``url`` is called with ``?timeout=<n>
 trusting its ``caBundle`` (or the system's roots); ``service`` is refused, since the
 apiserver has no route to cluster IPs until the pod network exists. Failures are
 `CallError`s worded as Kubernetes words them ("failed to call webhook: ...",
-"received invalid webhook response: ...").
+"received invalid webhook response: ..."). Each call carries the current trace context
+(`traceparent`), so a webhook that traces continues the request's trace.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import json
 import ssl
 from typing import Any
 from urllib.parse import urlsplit
+
+from opentelemetry import propagate
 
 Object = dict[str, Any]
 _MAX_RESPONSE = 3 * 1024 * 1024
@@ -55,12 +58,14 @@ def post(config: Object, review: Object, timeout: int) -> Object:
     connection = http.client.HTTPSConnection(
         parts.hostname or "", parts.port or 443, timeout=timeout, context=_tls_context(config)
     )
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    propagate.inject(headers)
     try:
         connection.request(
             "POST",
             f"{parts.path or '/'}?timeout={timeout}s",
             body=json.dumps(review).encode(),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            headers=headers,
         )
         reply = connection.getresponse()
         body = reply.read(_MAX_RESPONSE + 1)

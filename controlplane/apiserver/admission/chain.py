@@ -5,9 +5,17 @@ them whatever order ``--enable-admission-plugins`` lists them in. On a write the
 runs every enabled mutating plugin that handles the operation (`admit`), the registry
 then validates the object, and the chain runs the validating plugins (`validate`), the
 always-on RBAC escalation check first.
+
+With tracing on, each plugin's work on a write is a span, `Admission.mutate <Plugin>` or
+`Admission.validate <Plugin>` (the webhooks' plugins among them, each call to a webhook
+inside its plugin's span); with it off, the chain calls the plugins with no span.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kubelab import tracing
 
 from ..authz import Authorizer
 from ..registry import Admission, Attributes
@@ -60,6 +68,7 @@ class Chain(Admission):
         plugins: tuple[str, ...] = ALL,
         live_get: Get | None = None,
         charge: Charge | None = None,
+        traced: tracing.Tracing = tracing.DISABLED,
     ) -> None:
         unknown = [p for p in plugins if p not in PLUGINS]
         if unknown:
@@ -70,16 +79,31 @@ class Chain(Admission):
         ]
         self.mutating = [p for p in enabled if isinstance(p, MutationInterface)]
         self.validating = [p for p in enabled if isinstance(p, ValidationInterface)]
+        self.tracing = traced
         # Which plugins handle an operation is asked once, not on every write.
-        self._admitters = {op: [p.admit for p in self.mutating if p.handles(op)] for op in WRITES}
+        self._admitters = {
+            op: [(p.NAME, p.admit) for p in self.mutating if p.handles(op)] for op in WRITES
+        }
         self._validators = {
-            op: [p.validate for p in self.validating if p.handles(op)] for op in WRITES
+            op: [(p.NAME, p.validate) for p in self.validating if p.handles(op)] for op in WRITES
         }
 
     def admit(self, attrs: Attributes) -> None:
-        for admit in self._admitters.get(attrs.operation, ()):
-            admit(attrs)
+        self._run("Admission.mutate", self._admitters.get(attrs.operation, ()), attrs)
 
     def validate(self, attrs: Attributes) -> None:
-        for validate in self._validators.get(attrs.operation, ()):
-            validate(attrs)
+        self._run("Admission.validate", self._validators.get(attrs.operation, ()), attrs)
+
+    def _run(
+        self,
+        phase: str,
+        plugins: Sequence[tuple[str, Callable[[Attributes], None]]],
+        attrs: Attributes,
+    ) -> None:
+        if not self.tracing.enabled:
+            for _, plugin in plugins:
+                plugin(attrs)
+            return
+        for name, plugin in plugins:
+            with self.tracing.span(f"{phase} {name}", {"kubelab.admission.plugin": name}):
+                plugin(attrs)

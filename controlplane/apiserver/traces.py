@@ -1,0 +1,138 @@
+"""The apiserver's spans (issue 23; docs/architecture.md, "Tracing").
+
+Each request is one span, `APIServer.<verb> <resource>[/<subresource>]` (a path for a
+non-resource request: `APIServer.get /version`), the child of the client's span when the
+request carries a W3C `traceparent` header (the REST client sends one on every request),
+else the root of a new trace: the apiserver starts the trace of a request that brings
+none. Its children are the steps of the request chain, in Kubernetes' order:
+`APIServer.authenticate`, `APIServer.authorize`, `Admission.mutate <Plugin>`,
+`APIServer.validate`, `Admission.validate <Plugin>`, `APIServer.store` (the store
+transaction, with its revision; the store client's request is made inside it, so it
+carries this context on to the store), `APIServer.response` (encoding the answer), and
+`APIServer.proxy <subresource>` for the live-data requests served by a kubelet. The
+watch cache's delivery of a write's event is `WatchCache.dispatch`, in the writer's
+trace (`watchcache`).
+
+The request's context is the current OpenTelemetry context while the request runs, so
+the registry stamps it on what the request writes (`tracing.inject`) and every child
+span finds its parent without being handed it. While tracing is off the spans are not
+made at all (`Tracing.span`), but a client's `traceparent` still becomes the current
+context: the annotation then carries the client's own span, and the components after
+the apiserver still continue the client's trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Status, StatusCode
+
+from kubelab import tracing
+
+from .requestinfo import RequestInfo
+
+# Span attributes (OpenTelemetry's HTTP and user conventions; the rest kubelab's).
+USER_AGENT = "user_agent.original"
+METHOD = "http.request.method"
+PATH = "url.path"
+STATUS_CODE = "http.response.status_code"
+USER = "enduser.id"
+VERB = "k8s.request.verb"
+RESOURCE = "k8s.request.resource"
+SUBRESOURCE = "k8s.request.subresource"
+GROUP = "k8s.request.group"
+GROUPS = "kubelab.user.groups"
+DECISION = "kubelab.authorization.decision"
+REASON = "kubelab.authorization.reason"
+PLUGIN = "kubelab.admission.plugin"
+STORE_KEY = "kubelab.store.key"
+STORE_OPERATION = "kubelab.store.operation"
+STORE_REVISION = "kubelab.store.revision"
+STORE_SUCCEEDED = "kubelab.store.succeeded"
+WATCHERS = "kubelab.watch.watchers"
+EVENT_TYPE = "k8s.event.type"
+
+
+def span_name(info: RequestInfo) -> str:
+    """The request span's name: the verb and what it acts on, few enough distinct names
+    to group by (no object names in it)."""
+    if not info.is_resource:
+        return f"APIServer.{info.verb} {info.path}"
+    what = info.resource + (f"/{info.subresource}" if info.subresource else "")
+    return f"APIServer.{info.verb} {what}"
+
+
+@dataclass
+class RequestSpan:
+    """One request's span (None while tracing is off) and the token that made its
+    context current, to detach when the request ends."""
+
+    span: trace.Span | None
+    token: object
+
+    def finish(self, code: int) -> None:
+        """End the span with the response's code; an error status for a 5xx (a 4xx is
+        the client's doing, as OpenTelemetry's HTTP server conventions say)."""
+        span, self.span = self.span, None
+        if span is None:
+            return
+        span.set_attribute(STATUS_CODE, code)
+        if code >= 500:
+            span.set_status(Status(StatusCode.ERROR))
+        span.end()
+
+    def close(self) -> None:
+        """Leave the request's context (and end a span nobody finished)."""
+        if self.span is not None:
+            self.span.end()
+            self.span = None
+        otel_context.detach(self.token)  # type: ignore[arg-type]
+
+
+def begin(
+    traced: tracing.Tracing,
+    info: RequestInfo,
+    method: str,
+    headers: Mapping[str, str],
+) -> RequestSpan | None:
+    """Start the request's span and make its context current; None when there is no
+    context to keep (tracing off and no `traceparent` from the client)."""
+    parent = propagate.extract(headers) if "traceparent" in headers else None
+    if not traced.enabled:
+        if parent is None:
+            return None
+        return RequestSpan(None, otel_context.attach(parent))
+    attributes = {
+        METHOD: method,
+        PATH: info.path,
+        VERB: info.verb,
+        USER_AGENT: headers.get("User-Agent", ""),
+    }
+    if info.is_resource:
+        attributes[RESOURCE] = info.resource
+        if info.group:
+            attributes[GROUP] = info.group
+        if info.subresource:
+            attributes[SUBRESOURCE] = info.subresource
+        if info.namespace:
+            attributes[tracing.OBJECT_NAMESPACE] = info.namespace
+        if info.name:
+            attributes[tracing.OBJECT_NAME] = info.name
+    span = traced.tracer.start_span(
+        span_name(info), context=parent, kind=trace.SpanKind.SERVER, attributes=attributes
+    )
+    return RequestSpan(span, otel_context.attach(trace.set_span_in_context(span, parent)))
+
+
+def describe(obj: object) -> None:
+    """Name the object a request answers with on the current span (the request's, when
+    the answer is being made)."""
+    span = trace.get_current_span()
+    if not span.is_recording() or not isinstance(obj, dict):
+        return
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("name"):  # not a list, nor a Status
+        span.set_attributes(tracing.object_attributes(obj))
