@@ -157,12 +157,11 @@ class KubeletClient:
         return r
 
     def stream(self, node: Object, path: str, follow: bool) -> Iterator[bytes]:
-        """The kubelet's answer, chunk by chunk (a followed log never times out)."""
+        """The kubelet's answer, chunk by chunk (a followed log never times out). The
+        request is made now, within the client's request (its span, its Status on a
+        failure); only the body is read as the answer streams."""
         r = self._get(node, path, stream=True, read_timeout=None if follow else self.timeout)
-        try:
-            yield from r.stream(16 * 1024)
-        finally:
-            r.release_conn()
+        return _chunks(r)
 
     def tunnel(
         self,
@@ -217,6 +216,13 @@ class KubeletClient:
         r = self._get(node, path, stream=False, read_timeout=self.timeout)
         data: Object = r.json()
         return data
+
+
+def _chunks(r: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    try:
+        yield from r.stream(16 * 1024)
+    finally:
+        r.release_conn()
 
 
 def _relay(client: socket.socket, upstream: socket.socket) -> None:

@@ -23,12 +23,12 @@ the apiserver still continue the client's trace.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Status, StatusCode
+from werkzeug.datastructures import Headers
 
 from kubelab import tracing
 
@@ -96,7 +96,7 @@ def begin(
     traced: tracing.Tracing,
     info: RequestInfo,
     method: str,
-    headers: Mapping[str, str],
+    headers: Headers,
 ) -> RequestSpan | None:
     """Start the request's span and make its context current; None when there is no
     context to keep (tracing off and no `traceparent` from the client)."""

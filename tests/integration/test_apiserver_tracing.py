@@ -1,0 +1,283 @@
+"""The apiserver's spans (docs/architecture.md, "Tracing") against the in-process
+apiserver with its spans in memory: a request continues the client's `traceparent` or
+starts the trace, its steps are its children, the object written keeps the request's
+context, a status write keeps the stored one, and a `kubectl logs`-path request reaches
+the kubelet carrying its context.
+
+A test apiserver of the module's own, traced into an `InMemorySpanExporter`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from kubelab import pki, tracing
+from kubelab.client import RestClient, resource_for
+from lab.testenv import Environment
+from tests import standin
+from tests.conftest import new_namespace
+
+CONFIG_MAPS = resource_for("v1", "ConfigMap")
+NODES = resource_for("v1", "Node")
+PODS = resource_for("v1", "Pod")
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+CLIENT_SPAN_ID = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-01"
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
+
+
+@pytest.fixture(scope="module")
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module")
+def env(
+    tmp_path_factory: pytest.TempPathFactory, exporter: InMemorySpanExporter
+) -> Iterator[Environment]:
+    directory = tmp_path_factory.mktemp("testenv")
+    with Environment.start(directory=directory, span_exporter=exporter) as env:
+        yield env
+
+
+@pytest.fixture
+def admin(env: Environment) -> Iterator[RestClient]:
+    with RestClient(env.client_config(), qps=None) as client:
+        yield client
+
+
+def finished(env: Environment, exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    env.server.tracing.force_flush()
+    return list(exporter.get_finished_spans())
+
+
+def hex_trace(span: ReadableSpan) -> str:
+    assert span.context is not None
+    return format(span.context.trace_id, "032x")
+
+
+def request_span(spans: list[ReadableSpan], name: str, object_name: str) -> ReadableSpan:
+    found = [
+        s
+        for s in spans
+        if s.name == name and (s.attributes or {}).get(tracing.OBJECT_NAME) == object_name
+    ]
+    assert len(found) == 1, [s.name for s in spans if s.name.startswith("APIServer.")]
+    return found[0]
+
+
+def children(spans: list[ReadableSpan], parent: ReadableSpan) -> list[str]:
+    assert parent.context is not None
+    return [
+        s.name for s in spans if s.parent is not None and s.parent.span_id == parent.context.span_id
+    ]
+
+
+def annotation_trace(obj: dict[str, Any]) -> str:
+    value = (obj["metadata"].get("annotations") or {})[tracing.TRACEPARENT_ANNOTATION]
+    return str(value).split("-")[1]
+
+
+def test_a_create_with_traceparent_is_the_clients_child_with_the_chain_as_its_children(
+    env: Environment, exporter: InMemorySpanExporter
+) -> None:
+    ns = new_namespace(env, "traced-create")
+    api = k8s.CoreV1Api(k8s_config.new_client_from_config(str(env.kubeconfig)))
+    api.api_client.set_default_header("traceparent", TRACEPARENT)
+    body = k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name="traced"), data={"a": "b"})
+    created = api.create_namespaced_config_map(ns, body)
+
+    spans = finished(env, exporter)
+    span = request_span(spans, "APIServer.create configmaps", "traced")
+    assert hex_trace(span) == TRACE_ID
+    assert span.parent is not None and format(span.parent.span_id, "016x") == CLIENT_SPAN_ID
+    attributes = span.attributes or {}
+    assert attributes["user_agent.original"].startswith("OpenAPI-Generator/")
+    assert attributes["k8s.request.verb"] == "create"
+    assert attributes["k8s.request.resource"] == "configmaps"
+    assert attributes[tracing.OBJECT_UID] == created.metadata.uid
+    assert attributes["http.response.status_code"] == 201
+    steps = children(spans, span)
+    for step in (
+        "APIServer.authenticate",
+        "APIServer.authorize",
+        "Admission.mutate NamespaceLifecycle",
+        "APIServer.validate",
+        "Admission.validate ResourceQuota",
+        "APIServer.store",
+        "APIServer.response",
+    ):
+        assert step in steps
+    assert steps.index("APIServer.authorize") < steps.index("APIServer.validate")
+    authorized = next(
+        s for s in spans if s.name == "APIServer.authorize" and s.parent == span.context
+    )
+    assert (authorized.attributes or {})["kubelab.authorization.reason"] == "system:masters"
+    stored = next(s for s in spans if s.name == "APIServer.store" and s.parent == span.context)
+    assert (stored.attributes or {})["kubelab.store.revision"] == int(
+        created.metadata.resource_version
+    )
+    # The object keeps the request's context: what reacts to it continues this trace.
+    traceparent = created.metadata.annotations[tracing.TRACEPARENT_ANNOTATION]
+    assert span.context is not None
+    assert traceparent.startswith(f"00-{TRACE_ID}-{span.context.span_id:016x}-")
+
+
+def test_a_create_without_traceparent_starts_the_trace(
+    env: Environment, exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    ns = new_namespace(env, "traced-root")
+    subprocess.run(
+        [KUBECTL, "--kubeconfig", str(env.kubeconfig), "-n", ns, "create", "configmap", "root"],
+        check=True,
+        capture_output=True,
+    )
+    spans = finished(env, exporter)
+    span = request_span(spans, "APIServer.create configmaps", "root")
+    assert span.parent is None
+    assert (span.attributes or {})["user_agent.original"].startswith("kubectl/")
+    with RestClient(env.client_config(), qps=None) as admin:
+        stored = admin.get(CONFIG_MAPS, "root", ns)
+    assert annotation_trace(stored) == hex_trace(span)
+
+
+def test_a_write_whose_only_change_is_its_trace_context_changes_nothing(
+    env: Environment, admin: RestClient
+) -> None:
+    ns = new_namespace(env, "traced-noop")
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "same"}, "data": {}}
+    created = admin.create(CONFIG_MAPS, body, ns)
+    # Another request, so another trace context; the object as it is otherwise.
+    again = admin.update(CONFIG_MAPS, created)
+    assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert again["metadata"]["annotations"] == created["metadata"]["annotations"]
+    # Without the annotation in the body, too (a `kubectl replace` of a file).
+    bare = {**created, "metadata": {**created["metadata"], "annotations": {}}}
+    replaced = admin.update(CONFIG_MAPS, bare)
+    assert replaced["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    # A real change stamps the new request's context, and is not a managed field.
+    changed = admin.update(CONFIG_MAPS, {**again, "data": {"k": "v"}})
+    assert annotation_trace(changed) != annotation_trace(created)
+    for entry in changed["metadata"].get("managedFields") or []:
+        assert "traceparent" not in str(entry.get("fieldsV1"))
+
+
+def test_a_dry_run_keeps_the_stored_context(env: Environment, admin: RestClient) -> None:
+    ns = new_namespace(env, "traced-dry")
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry"}, "data": {}}
+    created = admin.create(CONFIG_MAPS, body, ns)
+    dry = subprocess.run(
+        [
+            KUBECTL,
+            "--kubeconfig",
+            str(env.kubeconfig),
+            "-n",
+            ns,
+            "label",
+            "configmap",
+            "dry",
+            "a=b",
+            "--dry-run=server",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert created["metadata"]["annotations"][tracing.TRACEPARENT_ANNOTATION] in dry.stdout
+
+
+def test_a_status_write_keeps_the_context_of_the_desired_state(
+    env: Environment, exporter: InMemorySpanExporter, admin: RestClient
+) -> None:
+    ns = new_namespace(env, "traced-status")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web"},
+        "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+    }
+    created = admin.create(PODS, pod, ns)
+    status = {**created, "status": {"phase": "Running"}}
+    written = admin.update_status(PODS, status)
+    assert written["metadata"]["resourceVersion"] != created["metadata"]["resourceVersion"]
+    assert written["metadata"]["annotations"] == created["metadata"]["annotations"]
+    spans = finished(env, exporter)
+    span = request_span(spans, "APIServer.update pods/status", "web")
+    assert (span.attributes or {})["k8s.request.subresource"] == "status"
+    assert "APIServer.store" in children(spans, span)
+
+
+class _Kubelet(BaseHTTPRequestHandler):
+    """A kubelet's log endpoint that records the trace context it was sent."""
+
+    traceparents: list[str] = []
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.traceparents.append(self.headers.get("traceparent", ""))
+        body = b"line 1\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_a_log_request_reaches_the_kubelet_in_its_trace(
+    env: Environment, exporter: InMemorySpanExporter, admin: RestClient, tmp_path: Path
+) -> None:
+    ns = new_namespace(env, "traced-logs")
+    tls = standin.tls_context(pki.new_ca("kubelet-ca"), tmp_path)
+    with standin.serve(_Kubelet, tls=tls) as kubelet:
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": f"{ns}-node"},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet.server_address[1]}},
+            },
+        }
+        admin.create(NODES, node)
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "logged"},
+            "spec": {"nodeName": f"{ns}-node", "containers": [{"name": "c", "image": "busybox"}]},
+        }
+        admin.create(PODS, pod, ns)
+        logs = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(env.kubeconfig), "-n", ns, "logs", "logged"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    assert logs.stdout == "line 1\n"
+    spans = finished(env, exporter)
+    span = request_span(spans, "APIServer.get pods/log", "logged")
+    assert (span.attributes or {})["user_agent.original"].startswith("kubectl/")
+    proxied = [s for s in spans if s.name == "APIServer.proxy" and s.parent == span.context]
+    assert len(proxied) == 1
+    assert (proxied[0].attributes or {})[tracing.NODE_NAME] == f"{ns}-node"
+    assert proxied[0].context is not None
+    assert len(_Kubelet.traceparents) == 1
+    assert _Kubelet.traceparents[0].startswith(
+        f"00-{hex_trace(span)}-{proxied[0].context.span_id:016x}-"
+    )
