@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import contextvars
 import copy
 import datetime
 import logging
@@ -198,12 +199,17 @@ def slow_start_batch(
 ) -> BatchResult:
     """Call `fn(i)` for i in 0..count-1 in batches of 1, 2, 4, ... run concurrently,
     stopping after the first batch in which a call failed: a quota or admission refusal
-    then costs one request, not hundreds (Kubernetes' slowStartBatch)."""
+    then costs one request, not hundreds (Kubernetes' slowStartBatch). Each call runs in
+    a copy of the caller's context, so its requests carry the reconcile's trace context
+    (a pool thread would otherwise start with none, and the pods a ReplicaSet's
+    reconcile creates would start traces of their own)."""
     tried = succeeded = 0
     batch = min(count, max(1, initial))
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
         while batch > 0:
-            futures = [pool.submit(fn, tried + i) for i in range(batch)]
+            futures = [
+                pool.submit(contextvars.copy_context().run, fn, tried + i) for i in range(batch)
+            ]
             tried += batch
             failures = [e for f in futures if (e := f.exception()) is not None]
             succeeded += batch - len(failures)

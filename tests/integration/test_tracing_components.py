@@ -9,6 +9,9 @@ cluster (its nodes, every namespace's pods).
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,8 +43,16 @@ CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect":
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    with Environment.start(directory=tmp_path_factory.mktemp("testenv")) as env:
+def apiserver_spans() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module")
+def env(
+    tmp_path_factory: pytest.TempPathFactory, apiserver_spans: InMemorySpanExporter
+) -> Iterator[Environment]:
+    directory = tmp_path_factory.mktemp("testenv")
+    with Environment.start(directory=directory, span_exporter=apiserver_spans) as env:
         yield env
 
 
@@ -56,12 +67,6 @@ def in_memory(component: str) -> tuple[tracing.Tracing, InMemorySpanExporter]:
     return tracing.setup(component, "cp1", CollectorRegistry(), exporter=exporter), exporter
 
 
-def written_by(span: trace.Span, obj: dict[str, Any]) -> dict[str, Any]:
-    """`obj` carrying `span`'s context, as the apiserver will keep a request's."""
-    tracing.inject(obj["metadata"], trace.set_span_in_context(span))
-    return obj
-
-
 def spans_named(exporter: InMemorySpanExporter, name: str, **attributes: Any) -> list[ReadableSpan]:
     return [
         s
@@ -71,7 +76,7 @@ def spans_named(exporter: InMemorySpanExporter, name: str, **attributes: Any) ->
 
 
 def test_a_deployments_reconcile_continues_the_trace_in_its_annotation(
-    env: Environment, admin: RestClient, tmp_path: Path
+    env: Environment, admin: RestClient, apiserver_spans: InMemorySpanExporter, tmp_path: Path
 ) -> None:
     ns = new_namespace(env, "traced")
     traced, exporter = in_memory("controller-manager")
@@ -95,22 +100,20 @@ def test_a_deployments_reconcile_continues_the_trace_in_its_annotation(
     )
     writer = kubectl.tracer.start_span("kubectl create deployment")
     labels = {"app": "web"}
-    body = written_by(
-        writer,
-        {
-            "metadata": {"name": "web", "namespace": ns},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
-                },
+    body = {
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]},
             },
         },
-    )
+    }
     with controller_manager(config, options, traced.tracer):
-        deployment = admin.create(DEPLOYMENTS, body)
+        with trace.use_span(writer):  # the request carries its traceparent
+            deployment = admin.create(DEPLOYMENTS, body)
         eventually(lambda: admin.list(REPLICA_SETS, ns)["items"])
         traced.force_flush()
         eventually(
@@ -124,7 +127,14 @@ def test_a_deployments_reconcile_continues_the_trace_in_its_annotation(
     assert reconciles
     first = reconciles[0]
     assert first.context.trace_id == writer_trace
-    assert first.parent is not None and first.parent.span_id == writer.get_span_context().span_id
+    # Its parent is the apiserver's request that wrote the Deployment, the writer's child.
+    env.server.tracing.force_flush()
+    (request,) = spans_named(
+        apiserver_spans, "APIServer.create deployments", **{tracing.OBJECT_NAMESPACE: ns}
+    )
+    assert request.parent is not None
+    assert request.parent.span_id == writer.get_span_context().span_id
+    assert first.parent is not None and first.parent.span_id == request.context.span_id
     assert first.attributes is not None
     assert first.attributes[tracing.OBJECT_KIND] == "Deployment"
     assert first.attributes[tracing.OBJECT_NAME] == "web"
@@ -189,10 +199,9 @@ def test_the_scheduler_gives_each_nodes_verdict_in_the_pods_trace(
     add_node(admin, "traced-w2", [])
     kubectl, _ = in_memory("apiserver")
     writer = kubectl.tracer.start_span("kubectl run")
-    pod = admin.create(
-        PODS,
-        written_by(
-            writer,
+    with trace.use_span(writer):  # the request carries its traceparent
+        pod = admin.create(
+            PODS,
             {
                 "metadata": {"name": "hello", "namespace": ns},
                 "spec": {
@@ -200,8 +209,7 @@ def test_the_scheduler_gives_each_nodes_verdict_in_the_pods_trace(
                     "containers": [{"name": "hello", "image": "busybox"}],
                 },
             },
-        ),
-    )
+        )
     eventually(lambda: admin.get(PODS, "hello", ns)["spec"].get("nodeName"))
     node = admin.get(PODS, "hello", ns)["spec"]["nodeName"]
     traced.force_flush()
@@ -235,3 +243,88 @@ def test_the_scheduler_gives_each_nodes_verdict_in_the_pods_trace(
 
 def admin_node_count(admin: RestClient) -> int:
     return len(admin.list(NODES)["items"])
+
+
+def test_create_deployment_is_one_trace_from_kubectl_to_the_bind(
+    env: Environment,
+    admin: RestClient,
+    apiserver_spans: InMemorySpanExporter,
+    scheduler: tuple[tracing.Tracing, InMemorySpanExporter],
+) -> None:
+    """The seeds' create flow as one trace: kubectl's request (no traceparent: the
+    apiserver starts the trace), the Deployment's reconcile, the ReplicaSet's create, the
+    pods' creates, their scheduling cycles and binds."""
+    scheduled, scheduler_spans = scheduler
+    ns = new_namespace(env, "chain")
+    add_node(admin, f"{ns}-w1", [])
+    traced, controller_spans = in_memory("controller-manager")
+    args = manager.parse_args(
+        [
+            "--kubeconfig",
+            str(env.kubeconfig_for(CONTROLLER_MANAGER)),
+            "--leader-elect=false",
+            "--controllers=deployment-controller,replicaset-controller",
+        ]
+    )
+    options = manager.Options(
+        controllers=manager.runnable_controllers(args),
+        root_ca=b"",
+        workers={},
+        qps=args.kube_api_qps,
+        burst=args.kube_api_burst,
+        args=args,
+    )
+    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
+    with controller_manager(load_config(args.kubeconfig), options, traced.tracer):
+        subprocess.run(
+            [
+                kubectl,
+                "--kubeconfig",
+                str(env.kubeconfig),
+                "-n",
+                ns,
+                "create",
+                "deployment",
+                "web",
+                "--image=nginx",
+                "--replicas=2",
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+        def bound() -> bool:
+            pods = admin.list(PODS, ns)["items"]
+            return len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods)
+
+        eventually(bound)
+        scheduled.force_flush()
+        eventually(lambda: len(spans_named(scheduler_spans, "Scheduler.bind")) >= 2)
+    traced.force_flush()
+    env.server.tracing.force_flush()
+    (request,) = spans_named(
+        apiserver_spans, "APIServer.create deployments", **{tracing.OBJECT_NAMESPACE: ns}
+    )
+    assert request.parent is None
+    assert str((request.attributes or {})["user_agent.original"]).startswith("kubectl/")
+    chain = request.context.trace_id
+    spans = [
+        *apiserver_spans.get_finished_spans(),
+        *controller_spans.get_finished_spans(),
+        *scheduler_spans.get_finished_spans(),
+    ]
+    in_chain = [s for s in spans if s.context.trace_id == chain]
+    names = {s.name for s in in_chain}
+    for step in (
+        "Controller.reconcile",
+        "APIServer.create replicasets",
+        "APIServer.create pods",
+        "Scheduler.schedule",
+        "Scheduler.bind",
+        "APIServer.create pods/binding",
+    ):
+        assert step in names, step
+    pod_creates = [s for s in in_chain if s.name == "APIServer.create pods"]
+    assert len(pod_creates) == 2
+    cycles = [s for s in in_chain if s.name == "Scheduler.schedule"]
+    assert {(c.attributes or {})[tracing.OBJECT_NAMESPACE] for c in cycles} == {ns}
