@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from flask import Response, g, request
+from flask import Response, g, has_app_context, request
 
 from kubelab import fastjson, tracing
 from kubelab.api import errors
@@ -37,7 +37,8 @@ def json_response(body: Any, status: int = 200) -> Response:
     and ending in a newline as Kubernetes' encoder writes every body. The object answered
     is named on the request's span, and the encoding is `APIServer.response`."""
     describe(body)
-    with g.get("tracing", tracing.DISABLED).span("APIServer.response"):
+    traced = g.get("tracing", tracing.DISABLED) if has_app_context() else tracing.DISABLED
+    with traced.span("APIServer.response"):
         data = fastjson.dumps_as_go(body) + b"\n"
     return Response(data, status=status, mimetype="application/json")
 
