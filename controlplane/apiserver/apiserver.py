@@ -450,7 +450,7 @@ class APIServer:
             except errors.StatusError as exc:
                 log.info("metrics: skipping node %s: %s", node["metadata"]["name"], exc)
                 continue
-            if r.kind == "NodeMetrics":
+            if r.plural == "nodes":
                 items.append(kubelet.node_metrics(node, summary))
             else:
                 items += kubelet.pod_metrics(summary, namespace)

@@ -78,7 +78,7 @@ def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -
     if info.verb != "create":
         raise errors.method_not_allowed(f"only create is supported on {r.group_resource}")
     body = request_body()
-    review = _REVIEWS.get(r.kind)
+    review = _REVIEWS.get(r.group_resource)
     if review is None:
         raise errors.method_not_allowed(f"{r.group_resource} is not served yet")
     return review(server, r, body, body.get("spec") or {}, user)
@@ -197,9 +197,10 @@ Review = Callable[["APIServer", Resource, Object, Object, UserInfo], Object]
 """(server, resource, request body, its spec, requesting user) -> the answered review."""
 
 _REVIEWS: dict[str, Review] = {
-    "SelfSubjectAccessReview": _self_access_review,
-    "SubjectAccessReview": _subject_access_review,
-    "SelfSubjectRulesReview": _rules_review,
-    "SelfSubjectReview": _self_subject_review,
-    "TokenReview": _token_review,
+    "selfsubjectaccessreviews.authorization.k8s.io": _self_access_review,
+    "subjectaccessreviews.authorization.k8s.io": _subject_access_review,
+    "selfsubjectrulesreviews.authorization.k8s.io": _rules_review,
+    "selfsubjectreviews.authentication.k8s.io": _self_subject_review,
+    "tokenreviews.authentication.k8s.io": _token_review,
 }
+"""The reviews answered, by group resource (Kubernetes' REST objects of each)."""

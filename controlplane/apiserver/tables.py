@@ -604,7 +604,7 @@ def _deployment_cells(resource: Resource, deployment: Obj, now: datetime) -> lis
 def _replica_set_cells(resource: Resource, replica_set: Obj, now: datetime) -> list[Cell]:
     """ReplicaSets and ReplicationControllers; the latter's selector is a plain map."""
     selector = lookup_path(replica_set, "spec", "selector")
-    if resource.kind == "ReplicationController":
+    if resource.group_resource == "replicationcontrollers":
         selector_text = _format_labels(selector)
     else:
         selector_text = _format_label_selector(selector)

@@ -103,6 +103,34 @@ def crd_manifest(group: str, scope: str = "Namespaced") -> dict[str, Any]:
     }
 
 
+def schemaless_crd(group: str, plural: str, kind: str) -> dict[str, Any]:
+    """A namespaced CRD of one version that keeps any field: its objects can take the
+    shape of a core kind's."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
 def wait_established(env: Environment, name: str) -> None:
     kubectl(env, "wait", "--for=condition=Established", f"crd/{name}", "--timeout=20s")
 
@@ -480,29 +508,7 @@ def test_a_custom_service_gets_its_crds_rules_not_the_core_services(
     must get neither the core Service's validation nor its defaults (rules are the
     resource's, never the kind name's)."""
     group = "serving.knative.dev"
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"services.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "services", "singular": "service", "kind": "Service"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    crd = schemaless_crd(group, "services", "Service")
     kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(crd))
     try:
         wait_established(apiserver, f"services.{group}")
@@ -543,6 +549,77 @@ def test_a_custom_service_gets_its_crds_rules_not_the_core_services(
         assert all(s["metadata"]["name"] != "hello" for s in core["items"])
     finally:
         kubectl(apiserver, "delete", "crd", f"services.{group}", "--timeout=30s", check=False)
+
+
+@pytest.fixture
+def core_kinds(apiserver: Environment) -> Iterator[str]:
+    """A group of example.com with custom resources whose kinds are Pod and Role."""
+    group = f"core{uuid.uuid4().hex[:8]}.example.com"
+    for plural, kind in (("pods", "Pod"), ("roles", "Role")):
+        crd = schemaless_crd(group, plural, kind)
+        kubectl(apiserver, "apply", "-f", "-", stdin=json.dumps(crd))
+    for plural in ("pods", "roles"):
+        wait_established(apiserver, f"{plural}.{group}")
+    yield group
+    for plural in ("pods", "roles"):
+        kubectl(apiserver, "delete", "crd", f"{plural}.{group}", "--wait=false", check=False)
+
+
+def test_a_custom_pod_gets_none_of_the_pod_admission_plugins(
+    apiserver: Environment, core_kinds: str, namespace: str
+) -> None:
+    """Admission plugins decide by group and resource, as Kubernetes' do: a custom Pod
+    (pods.<group>) naming a PriorityClass that does not exist is created as it was sent,
+    without containers: Priority does not resolve its class, ServiceAccount adds no
+    account or token volume, DefaultTolerationSeconds no tolerations. A core pod with the
+    same class is refused."""
+    ns = f"--namespace={namespace}"
+    spec = {"priorityClassName": "no-such-class"}
+    custom = {"apiVersion": f"{core_kinds}/v1", "kind": "Pod", "metadata": {"name": "p"}}
+    kubectl(apiserver, ns, "create", "-f", "-", stdin=json.dumps({**custom, "spec": spec}))
+    got = json.loads(kubectl(apiserver, ns, "get", f"pods.{core_kinds}", "p", "-o", "json"))
+    assert got["spec"] == spec
+    containers = [{"name": "c", "image": "busybox"}]
+    core = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}
+    refused = kubectl(
+        apiserver,
+        ns,
+        "create",
+        "-f",
+        "-",
+        stdin=json.dumps({**core, "spec": {**spec, "containers": containers}}),
+        check=False,
+    )
+    assert "no PriorityClass with name no-such-class was found" in refused
+
+
+def test_a_custom_role_is_not_checked_for_rbac_escalation(
+    apiserver: Environment, core_kinds: str, namespace: str
+) -> None:
+    """A user who may create Roles, of RBAC and of the custom group, and holds no other
+    permission: a custom Role (roles.<group>) with wildcard rules is created, since it
+    grants nothing; the same rules in an RBAC Role are refused as an escalation."""
+    ns, user = f"--namespace={namespace}", f"author-{uuid.uuid4().hex[:6]}"
+    groups = f"--resource=roles.{core_kinds},roles.rbac.authorization.k8s.io"
+    kubectl(apiserver, ns, "create", "role", "role-author", "--verb=create", groups)
+    kubectl(
+        apiserver,
+        ns,
+        "create",
+        "rolebinding",
+        "role-author",
+        "--role=role-author",
+        f"--user={user}",
+    )
+    rules = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+    role = {"metadata": {"name": "everything"}, "rules": rules}
+    custom = {"apiVersion": f"{core_kinds}/v1", "kind": "Role", **role}
+    kubectl(apiserver, ns, f"--as={user}", "create", "-f", "-", stdin=json.dumps(custom))
+    core = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", **role}
+    refused = kubectl(
+        apiserver, ns, f"--as={user}", "create", "-f", "-", stdin=json.dumps(core), check=False
+    )
+    assert "is attempting to grant RBAC permissions not currently held" in refused
 
 
 def _served_by(env: Environment, group: str) -> dict[str, bool]:

@@ -4,6 +4,7 @@ every plugin has."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -19,10 +20,12 @@ from controlplane.apiserver.authn import UserInfo
 from controlplane.apiserver.authz import Authorizer
 from controlplane.apiserver.registry import Attributes
 from kubelab.api import errors
-from kubelab.api.resources import lookup
+from kubelab.api.resources import Resource, lookup
 
 Object = dict[str, Any]
 ADMIN = UserInfo("admin", "", ("system:masters",))
+NODE = UserInfo("system:node:n1", "", ("system:nodes",))
+JANE = UserInfo("jane", "", ())
 STATE: dict[tuple[str, str, str], Object] = {
     ("namespaces", "", "team"): {"metadata": {"name": "team"}, "status": {"phase": "Active"}},
     ("serviceaccounts", "team", "default"): {"metadata": {"name": "default"}},
@@ -116,3 +119,42 @@ def test_a_disabled_plugin_does_not_run() -> None:
     _chain(tuple(p for p in Chain.ALL if p != "LimitRanger")).admit(attrs)
     assert attrs.object is not None
     assert "tolerations" in attrs.object["spec"]
+
+
+@pytest.mark.parametrize(
+    ("operation", "kind", "plural", "namespace", "name", "obj", "user"),
+    [
+        # Priority would refuse the unknown class; ServiceAccount, LimitRanger and
+        # DefaultTolerationSeconds would add an account, a token volume, tolerations.
+        ("CREATE", "Pod", "pods", "team", "p", {"spec": {"priorityClassName": "none"}}, ADMIN),
+        # NodeRestriction: a kubelet creates only mirror pods bound to it, writes only its
+        # own Node and Lease.
+        ("CREATE", "Pod", "pods", "team", "p", {"spec": {}}, NODE),
+        ("UPDATE", "Node", "nodes", "", "n2", {"spec": {}}, NODE),
+        ("UPDATE", "Lease", "leases", "kube-node-lease", "n2", {"spec": {}}, NODE),
+        # NamespaceLifecycle: the system namespaces cannot be deleted.
+        ("DELETE", "Namespace", "namespaces", "", "kube-system", None, ADMIN),
+        # RBAC escalation: jane holds no permission at all.
+        ("CREATE", "Role", "roles", "team", "r", {"rules": [{"verbs": ["*"]}]}, JANE),
+    ],
+)
+def test_a_custom_resource_with_a_core_kind_gets_none_of_its_rules(
+    operation: str,
+    kind: str,
+    plural: str,
+    namespace: str,
+    name: str,
+    obj: Object | None,
+    user: UserInfo,
+) -> None:
+    """Plugins decide by group and resource, never by the kind's name: a custom resource
+    of example.com whose kind is Pod, Node, Lease, Namespace or Role passes the whole
+    chain unchanged."""
+    custom = Resource("example.com", "v1", kind, plural, bool(namespace))
+    attrs = Attributes(
+        operation, custom, "", namespace, name, copy.deepcopy(obj), None, user, False
+    )
+    chain = _chain()
+    chain.admit(attrs)
+    chain.validate(attrs)
+    assert attrs.object == obj

@@ -5,6 +5,12 @@ the object), `ValidationInterface` (``validate``: may only refuse), or both. A p
 built by its factory from a `Lookup`, the read access to the cluster it may use (what
 Kubernetes hands plugins through its initializers: informers, the authorizer).
 
+A plugin decides what a request is by its group and resource (and subresource), as
+Kubernetes' plugins compare ``a.GetResource().GroupResource()``: never by the kind's name,
+which a custom resource may share (a CRD's kind ``Pod`` in ``example.com`` is
+``pods.example.com``, not ``pods``, and gets none of the pod plugins' rules). The group
+resources several plugins look for are constants here, the others are their plugin's.
+
 The scheduler's plugin framework follows the same shape: a name, the extension points
 (interfaces) a plugin implements, and a registry of factories by name.
 """
@@ -30,6 +36,10 @@ gone): a compare-and-swap loop that calls `change` on the stored quota until its
 sticks; `change` may raise to refuse, or return None to leave the quota as it is."""
 
 WRITES = frozenset({"CREATE", "UPDATE", "DELETE"})
+
+# Group resources (`Resource.group_resource`) several plugins act on.
+PODS = "pods"
+NAMESPACES = "namespaces"
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,6 @@ Factory = Callable[[Lookup], Plugin]
 
 def created_pod(attrs: Attributes) -> Object | None:
     """The new pod of a pod create (not of one of its subresources), else None."""
-    if attrs.operation != "CREATE" or attrs.subresource or attrs.resource.kind != "Pod":
+    if attrs.operation != "CREATE" or attrs.subresource or attrs.resource.group_resource != PODS:
         return None
     return attrs.object

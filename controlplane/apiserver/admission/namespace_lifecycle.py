@@ -7,7 +7,7 @@ from __future__ import annotations
 from kubelab.api import errors
 
 from ..registry import Attributes
-from .interfaces import MutationInterface, ValidationInterface
+from .interfaces import NAMESPACES, MutationInterface, ValidationInterface
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -19,7 +19,7 @@ class NamespaceLifecycle(MutationInterface, ValidationInterface):
     def admit(self, attrs: Attributes) -> None:
         if attrs.operation != "CREATE" or not attrs.resource.namespaced or attrs.subresource:
             return
-        ns = self.lookup.find("namespaces", "", attrs.namespace)
+        ns = self.lookup.find(NAMESPACES, "", attrs.namespace)
         if ns is None:
             raise errors.StatusError(
                 404,
@@ -38,7 +38,7 @@ class NamespaceLifecycle(MutationInterface, ValidationInterface):
     def validate(self, attrs: Attributes) -> None:
         if (
             attrs.operation == "DELETE"
-            and attrs.resource.kind == "Namespace"
+            and attrs.resource.group_resource == NAMESPACES
             and attrs.name in SYSTEM_NAMESPACES
         ):
             raise errors.StatusError(

@@ -18,7 +18,10 @@ from kubelab.api import errors
 from ..authn import UserInfo
 from ..authz import NODE_PREFIX, NODES
 from ..registry import Attributes
-from .interfaces import WRITES, ValidationInterface
+from .interfaces import PODS, WRITES, ValidationInterface
+
+NODE_RESOURCE = "nodes"
+LEASES = "leases.coordination.k8s.io"
 
 KUBELET_LABELS = frozenset(
     {
@@ -91,15 +94,15 @@ class NodeRestriction(ValidationInterface):
         if user is None or NODES not in user.groups or not user.name.startswith(NODE_PREFIX):
             return
         node = user.name[len(NODE_PREFIX) :]
-        kind = attrs.resource.kind
+        resource = attrs.resource.group_resource
         target = attrs.object or attrs.old or {}
-        if kind == "Lease" and attrs.namespace == "kube-node-lease" and attrs.name != node:
+        if resource == LEASES and attrs.namespace == "kube-node-lease" and attrs.name != node:
             raise errors.StatusError(
                 403, "Forbidden", f'node "{node}" may only write its own lease, not "{attrs.name}"'
             )
-        if kind == "Node":
+        if resource == NODE_RESOURCE:
             self._validate_node(attrs, node)
-        if kind == "Pod" and attrs.operation in ("CREATE", "DELETE", "UPDATE"):
+        if resource == PODS and attrs.operation in ("CREATE", "DELETE", "UPDATE"):
             bound = target.get("spec", {}).get("nodeName")
             if bound != node:
                 raise errors.StatusError(

@@ -22,7 +22,7 @@ from kubelab.api import errors
 from kubelab.api.validation.classes import SYSTEM_PRIORITY_CLASSES
 
 from ..registry import Attributes
-from .interfaces import WRITES, MutationInterface, ValidationInterface
+from .interfaces import PODS, WRITES, MutationInterface, ValidationInterface
 
 Object = dict[str, Any]
 ListClasses = Callable[[], list[Object]]
@@ -152,9 +152,9 @@ class Priority(MutationInterface, ValidationInterface):
         return self.lookup.list_objects(PRIORITY_CLASSES, "")
 
     def admit(self, attrs: Attributes) -> None:
-        if attrs.resource.kind == "Pod":
+        if attrs.resource.group_resource == PODS:
             admit_pod(attrs, self._classes)
 
     def validate(self, attrs: Attributes) -> None:
-        if attrs.resource.kind == "PriorityClass":
+        if attrs.resource.group_resource == PRIORITY_CLASSES:
             validate_priority_class(attrs, self._classes)

@@ -18,6 +18,8 @@ from ..requestinfo import RequestInfo
 from .interfaces import ValidationInterface
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
+ROLES = ("roles", "clusterroles")
+"""The resources of `RBAC_GROUP` that hold rules; its other two bind them."""
 
 
 class RBACEscalation(ValidationInterface):
@@ -31,7 +33,7 @@ class RBACEscalation(ValidationInterface):
         if not isinstance(user, UserInfo) or MASTERS in user.groups:
             return
         ns = attrs.namespace if r.namespaced else ""
-        if r.kind in ("Role", "ClusterRole"):
+        if r.plural in ROLES:
             if self._may(user, "escalate", r.plural, ns, attrs.name):
                 return
             rules = obj.get("rules") or []

@@ -51,7 +51,7 @@ from kubelab.api.selectors import selector_from_label_selector
 from .. import warning
 from ..registry import Attributes
 from ..webhookclient import CallError, post, review_response
-from .interfaces import WRITES, Lookup, MutationInterface, ValidationInterface
+from .interfaces import NAMESPACES, WRITES, Lookup, MutationInterface, ValidationInterface
 
 log = logging.getLogger("kubelab.apiserver.webhooks")
 
@@ -130,7 +130,7 @@ class Webhooks:
         selector = selector_from_label_selector(hook.get("namespaceSelector") or {})
         if selector.empty():
             return True
-        if attrs.resource.kind == "Namespace" and not attrs.subresource:
+        if attrs.resource.group_resource == NAMESPACES and not attrs.subresource:
             obj = attrs.object or attrs.old or {}
             return selector.matches(_labels(obj))
         if not attrs.resource.namespaced:
@@ -320,7 +320,7 @@ def _patched(response: Object, obj: Object | None) -> Object | None:
 
 
 def _webhooks(lookup: Lookup) -> Webhooks:
-    return Webhooks(lookup.list_objects, lambda name: lookup.find("namespaces", "", name))
+    return Webhooks(lookup.list_objects, lambda name: lookup.find(NAMESPACES, "", name))
 
 
 class MutatingAdmissionWebhook(MutationInterface):
