@@ -23,7 +23,18 @@ single-object calls p99 <= 100 ms, a list of 5,000 pods <= 1 s, watch delivery p
 The two cores are shared by the store's three members, the apiserver and the generator,
 so the CPU each used is printed with the figures.
 
+With `--tracing` it measures instead what tracing costs the apiserver (issue 23: at most
+5 % worse): pod creates and single-object GETs, closed loop on `--connections` kept-alive
+connections for `--seconds` each, with the apiserver started without tracing and then with
+`--tracing-endpoint` pointing at a real collector process (`python -m
+controlplane.collector` on a free loopback port, its data in the temporary directory), so
+the spans' export (the batch processor's thread, the OTLP encoding and POST) is paid by
+the apiserver as it would be in the lab. The two alternate for `--rounds` rounds on the
+same store, as the machine's other load drifts; each prints the apiserver's CPU per
+request and the throughput, then the ratio on/off of the rounds' sums.
+
     python -m bench.apiserver [--seconds 10] [--pods 5000] [--watchers 200] [--markdown]
+    python -m bench.apiserver --tracing [--seconds 10] [--rounds 2] [--connections 8]
 """
 
 from __future__ import annotations
@@ -32,8 +43,11 @@ import argparse
 import asyncio
 import json
 import ssl
+import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +55,7 @@ from typing import Any
 import aiohttp
 
 from bench import cpu_seconds
+from lab.localcluster import free_port
 from lab.localplane import LocalControlPlane
 
 TARGET_P99_MS = 100.0
@@ -228,6 +243,40 @@ class Bench:
             (cpu1[1] - cpu0[1]) / elapsed,
         )
 
+    async def closed_loop(
+        self, what: str, seconds: float, ns: str, connections: int, prefix: str
+    ) -> tuple[int, int, float, float]:
+        """`what` ("get" or "create") as fast as `connections` kept-alive connections,
+        one request in flight each, are answered for `seconds`: the requests answered,
+        the errors, the seconds taken and the apiserver's CPU seconds meanwhile."""
+        loop = asyncio.get_running_loop()
+        conns = [
+            (await loop.create_connection(_Connection, "127.0.0.1", self.plane.port, ssl=self.ssl))[
+                1
+            ]
+            for _ in range(connections)
+        ]
+        done = errors = 0
+        cpu0 = self._cpu()[0]
+        started = loop.time()
+        deadline = started + seconds
+
+        async def worker(n: int, conn: _Connection) -> None:
+            nonlocal done, errors
+            i = 0
+            while loop.time() < deadline:
+                status = await conn.call(self._request(what, ns, f"{prefix}-{n}-{i}"))
+                errors += status >= 300
+                done += 1
+                i += 1
+
+        await asyncio.gather(*(worker(n, c) for n, c in enumerate(conns)))
+        elapsed = loop.time() - started
+        cpu = self._cpu()[0] - cpu0
+        for conn in conns:
+            conn.close()
+        return done, errors, elapsed, cpu
+
     def _request(self, what: str, ns: str, name: str) -> bytes:
         """One HTTP/1.1 request, built before the timed run."""
         if what == "get":
@@ -392,6 +441,142 @@ async def run(args: argparse.Namespace, plane: LocalControlPlane) -> None:
     )
 
 
+@dataclass
+class TracingTally:
+    """What one setting (tracing off or on) added up to over the rounds."""
+
+    requests: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    cpu: float = 0.0
+
+    def add(self, requests: int, errors: int, seconds: float, cpu: float) -> None:
+        self.requests += requests
+        self.errors += errors
+        self.seconds += seconds
+        self.cpu += cpu
+
+    @property
+    def ms_per_request(self) -> float:
+        return 1000 * self.cpu / max(1, self.requests)
+
+    @property
+    def throughput(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+
+def start_collector(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A collector process on a free loopback port, its data in `directory`; its base URL
+    once it answers /readyz."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (directory / "collector.log").open("ab")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "controlplane.collector",
+            "--bind-address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(directory / "traces"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    log.close()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=1) as r:
+                if r.status == 200:
+                    return process, url
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(
+                    f"the collector did not become ready; see {directory / 'collector.log'}"
+                ) from None
+        time.sleep(0.1)
+
+
+def run_tracing(args: argparse.Namespace, plane: LocalControlPlane, collector: str) -> None:
+    """The tracing comparison (module docstring): the apiserver restarted off and on in
+    turn, each round measuring creates then GETs."""
+    md = args.markdown
+    tallies = {(what, on): TracingTally() for what in ("create", "get") for on in (False, True)}
+    print(
+        f"\ntracing off and on: closed loop, {args.connections} connections, "
+        f"{args.seconds:.0f} s per call and setting, {args.rounds} rounds"
+    )
+    print(_row(["round", "tracing", "call", "requests", "errors", "req/s", "CPU ms/req"], md))
+    if md:
+        print("|" + "---|" * 7)
+    for round_ in range(1, args.rounds + 1):
+        for on in (False, True):
+            plane.stop_apiserver()
+            plane.extra_args = ["--tracing-endpoint", collector] if on else []
+            plane.start_apiserver(timeout=120)
+            b = Bench(plane)
+            for what in ("create", "get"):
+                # A second of each first, not counted: a fresh apiserver's first requests
+                # cost several times the later ones.
+                asyncio.run(b.closed_loop(what, 1.0, "bench-rate", args.connections, "warm"))
+                result = asyncio.run(
+                    b.closed_loop(
+                        what, args.seconds, "bench-rate", args.connections, f"t{round_}{on:d}"
+                    )
+                )
+                tallies[(what, on)].add(*result)
+                done, errors, elapsed, cpu = result
+                print(
+                    _row(
+                        [
+                            str(round_),
+                            "on" if on else "off",
+                            what,
+                            str(done),
+                            str(errors),
+                            f"{done / elapsed:.0f}",
+                            f"{1000 * cpu / max(1, done):.2f}",
+                        ],
+                        md,
+                    ),
+                    flush=True,
+                )
+    print()
+    print(_row(["call", "CPU ms/req off", "on", "ratio", "req/s off", "on", "ratio"], md))
+    if md:
+        print("|" + "---|" * 7)
+    for what in ("create", "get"):
+        off, on_ = tallies[(what, False)], tallies[(what, True)]
+        print(
+            _row(
+                [
+                    what,
+                    f"{off.ms_per_request:.2f}",
+                    f"{on_.ms_per_request:.2f}",
+                    f"{on_.ms_per_request / off.ms_per_request:.3f}",
+                    f"{off.throughput:.0f}",
+                    f"{on_.throughput:.0f}",
+                    f"{on_.throughput / off.throughput:.3f}",
+                ],
+                md,
+            )
+        )
+
+
+async def _prepare_tracing(plane: LocalControlPlane) -> None:
+    b = Bench(plane)
+    async with b.session() as s:
+        await b.create_namespace(s, "bench-rate")
+        async with s.post(f"{b.base}/api/v1/namespaces/bench-rate/pods", json=_pod("target")) as r:
+            assert r.status == 201, await r.text()
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="bench.apiserver", description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=10.0, help="duration of each rate level")
@@ -400,6 +585,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--events", type=int, default=100, help="pods created during the watch")
     p.add_argument("--event-rate", type=float, default=20.0)
     p.add_argument("--markdown", action="store_true")
+    p.add_argument(
+        "--tracing",
+        action="store_true",
+        help="measure what tracing costs instead: creates and GETs with tracing off and on",
+    )
+    p.add_argument("--rounds", type=int, default=2, help="with --tracing: off/on rounds")
+    p.add_argument("--connections", type=int, default=8, help="with --tracing: closed loop")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-apiserver-") as tmp:
         # No controller-manager or scheduler: their informers would add load to the
@@ -409,10 +601,19 @@ def main(argv: list[str] | None = None) -> None:
         )
         print("==> starting a 3-member kubelab store and the apiserver", flush=True)
         plane.start(timeout=120)
+        collector: subprocess.Popen[bytes] | None = None
         try:
-            asyncio.run(run(args, plane))
+            if args.tracing:
+                collector, url = start_collector(Path(tmp))
+                asyncio.run(_prepare_tracing(plane))
+                run_tracing(args, plane, url)
+            else:
+                asyncio.run(run(args, plane))
         finally:
             plane.stop()
+            if collector is not None:
+                collector.terminate()
+                collector.wait(15)
 
 
 if __name__ == "__main__":
