@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from flask import Response, g, has_app_context, request
+from flask import Response, request
 
-from kubelab import fastjson, tracing
+from kubelab import fastjson
 from kubelab.api import errors
 from kubelab.api.resources import Resource
 
@@ -35,11 +35,9 @@ Object = dict[str, Any]
 def json_response(body: Any, status: int = 200) -> Response:
     """A compact JSON answer (the app's and the subresource handlers' one format), escaped
     and ending in a newline as Kubernetes' encoder writes every body. The object answered
-    is named on the request's span, and the encoding is `APIServer.response`."""
+    is named on the request's span."""
     describe(body)
-    traced = g.get("tracing", tracing.DISABLED) if has_app_context() else tracing.DISABLED
-    with traced.span("APIServer.response"):
-        data = fastjson.dumps_as_go(body) + b"\n"
+    data = fastjson.dumps_as_go(body) + b"\n"
     return Response(data, status=status, mimetype="application/json")
 
 

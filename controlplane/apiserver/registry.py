@@ -55,7 +55,7 @@ from kubelab.api import errors, patch, selectors
 from kubelab.api.errors import FieldError
 from kubelab.api.resources import Resource
 
-from . import fieldvalidation
+from . import fieldvalidation, traces
 from .served import ServedAPI
 from .storage import (
     InvalidContinue,
@@ -577,7 +577,7 @@ class Registry:
         strategy.default(obj)
         attrs = Attributes("CREATE", r, "", namespace, name, obj, None, user, dry_run)
         self.admission.admit(attrs)
-        with self.tracing.span("APIServer.validate"):
+        with traces.step(self.tracing, traces.VALIDATION_SECONDS):
             self._refuse(r, obj, strategy.validate(obj))
         self.admission.validate(attrs)
         if not dry_run:
@@ -812,7 +812,7 @@ class Registry:
                 "UPDATE", r, update.subresource, namespace, name, new, old, user, dry_run
             )
             self.admission.admit(attrs)
-            with self.tracing.span("APIServer.validate"):
+            with traces.step(self.tracing, traces.VALIDATION_SECONDS):
                 self._refuse(r, new, update.validate_update(strategy, new, old))
             self.admission.validate(attrs)
             if manager and not update.subresource:

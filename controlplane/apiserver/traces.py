@@ -4,26 +4,36 @@ Each request is one span, `APIServer.<verb> <resource>[/<subresource>]` (a path 
 non-resource request: `APIServer.get /version`), the child of the client's span when the
 request carries a W3C `traceparent` header (the REST client sends one on every request),
 else the root of a new trace: the apiserver starts the trace of a request that brings
-none. Its children are the steps of the request chain, in Kubernetes' order:
-`APIServer.authenticate`, `APIServer.authorize`, `Admission.mutate <Plugin>`,
-`APIServer.validate`, `Admission.validate <Plugin>`, `APIServer.store` (the store
-transaction, with its revision; the store client's request is made inside it, so it
-carries this context on to the store), `APIServer.response` (encoding the answer), and
-`APIServer.proxy <subresource>` for the live-data requests served by a kubelet. The
-watch cache's delivery of a write's event is `WatchCache.dispatch`, in the writer's
-trace (`watchcache`).
+none. The steps of the request chain that do no I/O of their own are attributes of that
+span rather than spans: authentication (`enduser.id`), authorization (the decision and
+the rule that allowed it), each admission plugin with its time and, if it refused, its
+verdict (`admission/chain.py`), validation's time (`step`), and the response (its status
+code; its encoding is the span's end). A span costs the SDK some 40 us of CPU to make and
+50 us to encode for export, and each attribute some 8 us more: a span per step, a dozen
+per write, cost more than the 5 % of a request's CPU tracing may, for steps of a few
+microseconds each (docs/architecture.md, "Tracing"). The steps that call out are children:
+`APIServer.store` (the store transaction, with its revision; the store client's request
+is made inside it, so it carries this context on to the store) and `APIServer.proxy
+<subresource>` for the live-data requests served by a kubelet. The watch cache's
+delivery of a write's event is `WatchCache.dispatch`, in the writer's trace
+(`watchcache`).
 
 The request's context is the current OpenTelemetry context while the request runs, so
-the registry stamps it on what the request writes (`tracing.inject`) and every child
-span finds its parent without being handed it. While tracing is off the spans are not
-made at all (`Tracing.span`), but a client's `traceparent` still becomes the current
-context: the annotation then carries the client's own span, and the components after
-the apiserver still continue the client's trace.
+the registry stamps it on what the request writes (`tracing.inject`), and every child
+span and every step's attribute finds the request's span without being handed it. While
+tracing is off the spans are not made at all (`Tracing.span`) nor the steps timed, but
+a client's `traceparent` still becomes the current context: the annotation then carries
+the client's own span, and the components after the apiserver still continue the
+client's trace.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from types import TracebackType
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -44,7 +54,6 @@ VERB = "k8s.request.verb"
 RESOURCE = "k8s.request.resource"
 SUBRESOURCE = "k8s.request.subresource"
 GROUP = "k8s.request.group"
-GROUPS = "kubelab.user.groups"
 DECISION = "kubelab.authorization.decision"
 REASON = "kubelab.authorization.reason"
 PLUGIN = "kubelab.admission.plugin"
@@ -52,6 +61,7 @@ STORE_KEY = "kubelab.store.key"
 STORE_OPERATION = "kubelab.store.operation"
 STORE_REVISION = "kubelab.store.revision"
 STORE_SUCCEEDED = "kubelab.store.succeeded"
+VALIDATION_SECONDS = "kubelab.validation.duration_seconds"
 WATCHERS = "kubelab.watch.watchers"
 EVENT_TYPE = "k8s.event.type"
 
@@ -125,6 +135,40 @@ def begin(
         span_name(info), context=parent, kind=trace.SpanKind.SERVER, attributes=attributes
     )
     return RequestSpan(span, otel_context.attach(trace.set_span_in_context(span, parent)))
+
+
+class _Step:
+    """Times a step of the request and records its seconds on the current span (the
+    request's) as `key` when the step ends, whether or not it raised."""
+
+    __slots__ = ("key", "started")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.started = 0.0
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute(self.key, time.perf_counter() - self.started)
+
+
+_UNTIMED: AbstractContextManager[None] = contextlib.nullcontext()
+
+
+def step(traced: tracing.Tracing, key: str) -> AbstractContextManager[None]:
+    """A step of the request chain that does no I/O of its own (validation): its time is
+    an attribute of the request span, `key`, rather than a span of its own (module
+    docstring); while tracing is off, nothing is timed."""
+    return _Step(key) if traced.enabled else _UNTIMED
 
 
 def describe(obj: object) -> None:

@@ -464,9 +464,10 @@ class Cacher:
         if not self.tracing.enabled or _traceparent(obj) in (None, _traceparent(prev)):
             cache.record(event)
             return
-        attributes = {"k8s.event.type": kind, **tracing.object_attributes(obj)}
+        # The object is its parent's, the writer's request span: not repeated here, as
+        # every attribute costs the export some 8 us (docs/architecture.md, "Tracing").
         with self.tracing.span(
-            "WatchCache.dispatch", attributes, context=tracing.extract(obj)
+            "WatchCache.dispatch", {"k8s.event.type": kind}, context=tracing.extract(obj)
         ) as span:
             span.set_attribute("kubelab.watch.watchers", cache.record(event))
 
