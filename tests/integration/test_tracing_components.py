@@ -119,6 +119,16 @@ def test_a_deployments_reconcile_continues_the_trace_in_its_annotation(
         eventually(
             lambda: spans_named(exporter, "Client.create", **{tracing.OBJECT_KIND: "ReplicaSet"})
         )
+
+        def informer_events() -> list[ReadableSpan]:
+            # The create may reach the informer by its first list, which is not traced;
+            # the controller's status write that follows is a watch event all the same.
+            traced.force_flush()
+            return spans_named(
+                exporter, "Informer.event", **{tracing.OBJECT_UID: deployment["metadata"]["uid"]}
+            )
+
+        eventually(informer_events)
     traced.force_flush()  # the spans that ended while the controllers stopped
     writer_trace = writer.get_span_context().trace_id
     reconciles = spans_named(
@@ -141,11 +151,7 @@ def test_a_deployments_reconcile_continues_the_trace_in_its_annotation(
     assert first.attributes[tracing.OBJECT_NAMESPACE] == ns
     assert first.attributes["kubelab.controller"] == "deployment-controller"
     # The informer's event and the queue wait are in the same trace, before the reconcile.
-    events = spans_named(
-        exporter, "Informer.event", **{tracing.OBJECT_UID: deployment["metadata"]["uid"]}
-    )
-    # (the create may reach the informer by its first list, which is not traced: its
-    # status updates are watch events all the same)
+    events = informer_events()
     assert events
     assert {e.context.trace_id for e in events} == {writer_trace}
     waits = spans_named(exporter, "WorkQueue.wait", **{"kubelab.workqueue.key": f"{ns}/web"})
