@@ -6,6 +6,7 @@ live-data request continues its `traceparent` header's trace."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -39,12 +40,12 @@ class Traced:
         self.writer = provider.get_tracer("apiserver")
         self.kubelet_spans = InMemorySpanExporter()
 
-    def annotations(self, name: str) -> tuple[dict[str, str], trace.SpanContext]:
-        """The annotations the apiserver would stamp on a write made in span `name`."""
+    @contextlib.contextmanager
+    def writing(self, name: str) -> Iterator[trace.SpanContext]:
+        """A write made in span `name`: its request carries the span's traceparent and the
+        apiserver stamps that context on the object, as in a lab."""
         with self.writer.start_as_current_span(name) as span:
-            metadata: dict[str, dict[str, str]] = {}
-            tracing.inject(metadata)
-        return metadata["annotations"], span.get_span_context()
+            yield span.get_span_context()
 
     def kubelet(self) -> list[ReadableSpan]:
         return list(self.kubelet_spans.get_finished_spans())
@@ -103,19 +104,19 @@ def children(spans: list[ReadableSpan], of: ReadableSpan) -> list[str]:
 def test_a_pods_sync_continues_its_trace_and_its_deletion_the_deletions(
     cluster: Cluster, namespace: str, node: str, kubelet: Kubelet, traced: Traced
 ) -> None:
-    bound, binding = traced.annotations("bind")
     readiness = {"exec": {"command": ["true"]}, "periodSeconds": 1}
     body = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "web", "annotations": bound},
+        "metadata": {"name": "web"},
         "spec": {
             "nodeName": node,
             "terminationGracePeriodSeconds": 5,
             "containers": [{"name": "web", "image": "nginx:1.25", "readinessProbe": readiness}],
         },
     }
-    created = cluster.admin.create(PODS, body, namespace)
+    with traced.writing("bind") as binding:
+        created = cluster.admin.create(PODS, body, namespace)
 
     def ready() -> bool:
         conditions = cluster.status(namespace, "web").get("conditions") or []
@@ -153,10 +154,8 @@ def test_a_pods_sync_continues_its_trace_and_its_deletion_the_deletions(
     assert len(traced.kubelet()) == len(spans)
 
     # The deletion is written in a trace of its own (the apiserver stamps its context).
-    deleting, deletion = traced.annotations("delete")
-    patch = {"metadata": {"annotations": deleting}}
-    cluster.admin.patch(PODS, "web", patch, namespace)
-    cluster.admin.delete(PODS, "web", namespace)
+    with traced.writing("delete") as deletion:
+        cluster.admin.delete(PODS, "web", namespace)
     until(lambda: not cluster.pod_exists(namespace, "web"), "the pod to be deleted")
 
     def torn_down() -> list[ReadableSpan]:
