@@ -101,7 +101,11 @@ class LocalControlPlane:
         self.process: subprocess.Popen[bytes] | None = None
         """The apiserver."""
         self.controller_manager: subprocess.Popen[bytes] | None = None
+        # Another port than the apiserver's, which is not bound yet: the kernel may hand
+        # the same free port out twice.
         self.controller_manager_port = free_port()
+        while self.controller_manager_port == self.port:
+            self.controller_manager_port = free_port()
         """Where the controller-manager serves /healthz, /readyz and /metrics (HTTPS):
         a free port rather than 10257, so that several planes can run on one machine."""
         self.scheduler: subprocess.Popen[bytes] | None = None
