@@ -13,6 +13,8 @@ controller, or per pair of closely related ones:
 * `endpoints`, `endpointslice`, `endpointslicemirroring`: Services' Endpoints and
   EndpointSlices from their pods, and slices mirroring hand-written Endpoints;
 * `nodelifecycle`: quiet nodes marked Unknown and tainted, pods evicted by taints;
+* `podgc`: pods no kubelet will finish deleting (a deleted node's, unscheduled ones) and
+  terminated pods beyond the threshold, force-deleted;
 * `certificates`: kubelet CSRs approved and signed, expired bootstrap tokens removed;
 * `bootstrapsigner`: `kube-public/cluster-info` signed with the bootstrap tokens;
 * `job`, `cronjob`: Jobs run to completion, CronJobs' schedules, TTL after finished;

@@ -38,6 +38,11 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
                                    node IPAM (off unless allocating; /24 per node)
     --node-monitor-grace-period, --node-startup-grace-period
                                    node lifecycle (40s, 60s)
+    --terminated-pod-gc-threshold N
+                                   terminated pods kept before PodGC deletes the
+                                   oldest (12500; 0: none deleted)
+    --pod-gc-quarantine            kubelab's own: 40s, how long PodGC waits before it
+                                   asks whether a node missing from its cache is gone
     --cluster-signing-cert-file, --cluster-signing-key-file, --cluster-signing-duration
                                    the CSR signer's CA (off without it) and validity (1y)
     --max-endpoints-per-slice N    100
@@ -60,6 +65,7 @@ node-ipam-controller (nodeipam), endpoints-controller
 (endpoint), endpointslice-controller (endpointslice), endpointslice-mirroring-controller
 (endpointslicemirroring), node-lifecycle-controller
 (nodelifecycle), taint-eviction-controller (taint-eviction),
+pod-garbage-collector-controller (podgc),
 certificatesigningrequest-approving-controller (csrapproving),
 certificatesigningrequest-signing-controller (csrsigning), token-cleaner-controller
 (tokencleaner), bootstrap-signer-controller (bootstrapsigner), job-controller (job),
@@ -121,6 +127,7 @@ from . import (
     namespace,
     nodeipam,
     nodelifecycle,
+    podgc,
     replicaset,
     resourcequota,
     serviceaccounts,
@@ -150,6 +157,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     endpointslicemirroring.NAME: endpointslicemirroring.EndpointSliceMirroringController,
     nodelifecycle.NAME: nodelifecycle.NodeLifecycleController,
     nodelifecycle.TAINT_EVICTION: nodelifecycle.TaintEvictionController,
+    podgc.NAME: podgc.PodGCController,
     certificates.APPROVING: certificates.CSRApprovingController,
     certificates.SIGNING: certificates.CSRSigningController,
     certificates.TOKEN_CLEANER: certificates.TokenCleaner,
@@ -165,6 +173,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
 SETTINGS_CHECKS: dict[str, Callable[[argparse.Namespace], bool]] = {
     nodeipam.NAME: nodeipam.check_settings,
     certificates.SIGNING: certificates.check_signing_settings,
+    podgc.NAME: podgc.check_settings,
 }
 """For controllers with flags of their own: whether the flags let the controller run
 (Kubernetes skips node IPAM without --allocate-node-cidrs); a ValueError saying what to
@@ -186,6 +195,7 @@ ALIASES = {
     "endpointslicemirroring": endpointslicemirroring.NAME,
     "nodelifecycle": nodelifecycle.NAME,
     "taint-eviction": nodelifecycle.TAINT_EVICTION,
+    "podgc": podgc.NAME,
     "csrapproving": certificates.APPROVING,
     "csrsigning": certificates.SIGNING,
     "tokencleaner": certificates.TOKEN_CLEANER,
@@ -261,6 +271,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--node-cidr-mask-size", type=int)
     p.add_argument("--node-monitor-grace-period", type=duration, default=40.0)
     p.add_argument("--node-startup-grace-period", type=duration, default=60.0)
+    p.add_argument("--terminated-pod-gc-threshold", type=int, default=podgc.DEFAULT_THRESHOLD)
+    # kubelab's own, for tests: Kubernetes' quarantine of a missing node is a constant.
+    p.add_argument("--pod-gc-quarantine", type=duration, default=podgc.QUARANTINE)
     p.add_argument("--cluster-signing-cert-file", type=Path)
     p.add_argument("--cluster-signing-key-file", type=Path)
     p.add_argument(
