@@ -15,9 +15,12 @@ for writes whose target is only known from the body.
 
 The default roles and bindings (`BOOTSTRAP_POLICY`) are reconciled by the apiserver at
 start, as Kubernetes' RBAC bootstrap hook does (`reconcile`): missing ones are created, and
-rules or subjects a newer kubelab added are added to existing ones, keeping what an
-operator added. An object annotated ``rbac.authorization.kubernetes.io/autoupdate:
-"false"`` is left as it is.
+labels, rules, subjects or aggregation selectors a newer kubelab added are added to
+existing ones, keeping what an operator added. `admin`, `edit` and `view` are aggregated
+as in Kubernetes: their rules are gathered by the controller-manager's
+clusterrole-aggregation-controller from `system:aggregate-to-*` and any other ClusterRole
+labelled `rbac.authorization.k8s.io/aggregate-to-<role>: "true"`. An object annotated
+``rbac.authorization.kubernetes.io/autoupdate: "false"`` is left as it is.
 """
 
 from __future__ import annotations
@@ -280,37 +283,10 @@ def _references(pod: Object, resource: str) -> set[str]:
 
 _READ = ["get", "list", "watch"]
 _WRITE = ["create", "delete", "deletecollection", "patch", "update"]
-_CORE_NS = [
-    "pods",
-    "pods/attach",
-    "pods/exec",
-    "pods/portforward",
-    "pods/proxy",
-    "pods/log",
-    "pods/status",
-    "services",
-    "services/proxy",
-    "endpoints",
-    "persistentvolumeclaims",
-    "configmaps",
-    "secrets",
-    "serviceaccounts",
-    "replicationcontrollers",
-    "replicationcontrollers/scale",
-    "events",
-    "limitranges",
-    "resourcequotas",
-]
-_APPS = [
-    "deployments",
-    "deployments/scale",
-    "replicasets",
-    "replicasets/scale",
-    "statefulsets",
-    "statefulsets/scale",
-    "daemonsets",
-    "controllerrevisions",
-]
+
+AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-"
+"""The label prefix (`admin`, `edit`, `view` after it) that puts a ClusterRole's rules
+into the aggregated role of that name."""
 
 
 def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> Object:
@@ -321,47 +297,121 @@ def _url_rule(urls: list[str], verbs: list[str]) -> Object:
     return {"nonResourceURLs": urls, "verbs": verbs}
 
 
-def _view_rules() -> list[Object]:
-    return [
-        _rule(
-            [""],
-            [
-                r
-                for r in _CORE_NS
-                if r
-                not in (
-                    "secrets",
-                    "pods/attach",
-                    "pods/exec",
-                    "pods/portforward",
-                    "pods/proxy",
-                    "services/proxy",
-                )
-            ],
-            _READ,
-        ),
-        _rule([""], ["namespaces"], _READ),
-        _rule(["apps"], _APPS, _READ),
-        _rule(["batch"], ["jobs", "cronjobs"], _READ),
-        _rule(["discovery.k8s.io"], ["endpointslices"], _READ),
-        _rule(["coordination.k8s.io"], ["leases"], _READ),
-        _rule(["events.k8s.io"], ["events"], _READ),
-        _rule(["metrics.k8s.io"], ["pods", "nodes"], _READ),
-    ]
+# The user-facing roles as Kubernetes defines them: `admin`, `edit` and `view` hold no
+# rules of their own but an aggregationRule, and the controller-manager's
+# clusterrole-aggregation-controller fills them from the roles labelled for them. So
+# view's rules are in edit, edit's in admin (edit and view carry the labels), and a
+# CRD's installer extends them by labelling a role of its own.
+_AGGREGATE_TO_VIEW = [
+    _rule(
+        [""],
+        [
+            "pods",
+            "replicationcontrollers",
+            "replicationcontrollers/scale",
+            "serviceaccounts",
+            "services",
+            "services/status",
+            "endpoints",
+            "persistentvolumeclaims",
+            "persistentvolumeclaims/status",
+            "configmaps",
+        ],
+        _READ,
+    ),
+    _rule(
+        [""],
+        [
+            "limitranges",
+            "resourcequotas",
+            "bindings",
+            "events",
+            "pods/status",
+            "resourcequotas/status",
+            "namespaces/status",
+            "replicationcontrollers/status",
+            "pods/log",
+        ],
+        _READ,
+    ),
+    _rule([""], ["namespaces"], _READ),
+    _rule(["discovery.k8s.io"], ["endpointslices"], _READ),
+    _rule(
+        ["apps"],
+        [
+            "controllerrevisions",
+            "statefulsets",
+            "statefulsets/status",
+            "statefulsets/scale",
+            "daemonsets",
+            "daemonsets/status",
+            "deployments",
+            "deployments/status",
+            "deployments/scale",
+            "replicasets",
+            "replicasets/status",
+            "replicasets/scale",
+        ],
+        _READ,
+    ),
+    _rule(["autoscaling"], ["horizontalpodautoscalers", "horizontalpodautoscalers/status"], _READ),
+    _rule(["batch"], ["jobs", "cronjobs", "cronjobs/status", "jobs/status"], _READ),
+    _rule(["policy"], ["poddisruptionbudgets", "poddisruptionbudgets/status"], _READ),
+    _rule(["networking.k8s.io"], ["networkpolicies", "ingresses", "ingresses/status"], _READ),
+]
+_AGGREGATE_TO_EDIT = [
+    _rule(
+        [""],
+        ["pods/attach", "pods/proxy", "pods/exec", "pods/portforward", "secrets", "services/proxy"],
+        _READ,
+    ),
+    _rule([""], ["serviceaccounts"], ["impersonate"]),
+    _rule([""], ["pods", "pods/attach", "pods/proxy", "pods/exec", "pods/portforward"], _WRITE),
+    _rule([""], ["pods/eviction"], ["create"]),
+    _rule(
+        [""],
+        [
+            "replicationcontrollers",
+            "replicationcontrollers/scale",
+            "serviceaccounts",
+            "services",
+            "services/proxy",
+            "persistentvolumeclaims",
+            "configmaps",
+            "secrets",
+            "events",
+        ],
+        _WRITE,
+    ),
+    _rule([""], ["serviceaccounts/token"], ["create"]),
+    _rule(
+        ["apps"],
+        [
+            "statefulsets",
+            "statefulsets/scale",
+            "daemonsets",
+            "deployments",
+            "deployments/scale",
+            "deployments/rollback",
+            "replicasets",
+            "replicasets/scale",
+        ],
+        _WRITE,
+    ),
+    _rule(["autoscaling"], ["horizontalpodautoscalers"], _WRITE),
+    _rule(["batch"], ["jobs", "cronjobs"], _WRITE),
+    _rule(["policy"], ["poddisruptionbudgets"], _WRITE),
+    _rule(["networking.k8s.io"], ["networkpolicies", "ingresses"], _WRITE),
+    _rule(["coordination.k8s.io"], ["leases"], _READ + _WRITE),
+]
+_AGGREGATE_TO_ADMIN = [
+    _rule(["authorization.k8s.io"], ["localsubjectaccessreviews"], ["create"]),
+    _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], _READ + _WRITE),
+]
 
 
-def _edit_rules() -> list[Object]:
-    return [
-        _rule([""], _CORE_NS, _READ + _WRITE),
-        _rule([""], ["namespaces"], _READ),
-        _rule(["apps"], _APPS, _READ + _WRITE),
-        _rule(["batch"], ["jobs", "cronjobs"], _READ + _WRITE),
-        _rule(["discovery.k8s.io"], ["endpointslices"], _READ + _WRITE),
-        _rule(["coordination.k8s.io"], ["leases"], _READ + _WRITE),
-        _rule(["events.k8s.io"], ["events"], _READ + _WRITE),
-        _rule(["metrics.k8s.io"], ["pods", "nodes"], _READ),
-        _rule([""], ["serviceaccounts/token"], ["create"]),
-    ]
+def _aggregation(to: str) -> Object:
+    return {"clusterRoleSelectors": [{"matchLabels": {AGGREGATE_TO + to: "true"}}]}
 
 
 AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
@@ -372,13 +422,25 @@ _BOOTSTRAP_META = {
 }
 
 
-def _cluster_role(name: str, rules: list[Object]) -> Object:
-    return {
+def _cluster_role(
+    name: str,
+    rules: list[Object],
+    *,
+    aggregate_to: tuple[str, ...] = (),
+    aggregation: Object | None = None,
+) -> Object:
+    """A default ClusterRole; `aggregate_to` names the aggregated roles its rules go
+    into, `aggregation` is the aggregationRule of one that gathers them."""
+    labels = {**_BOOTSTRAP_META["labels"], **{AGGREGATE_TO + to: "true" for to in aggregate_to}}
+    role: Object = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
-        "metadata": {"name": name, **_BOOTSTRAP_META},
+        "metadata": {**_BOOTSTRAP_META, "name": name, "labels": labels},
         "rules": rules,
     }
+    if aggregation is not None:
+        role["aggregationRule"] = aggregation
+    return role
 
 
 def _binding(name: str, role: str, subjects: list[tuple[str, str]]) -> Object:
@@ -395,20 +457,36 @@ def _binding(name: str, role: str, subjects: list[tuple[str, str]]) -> Object:
 
 
 def reconcile(existing: Object, wanted: Object) -> Object | None:
-    """`existing` with what the bootstrap object `wanted` has and it lacks (rules of a
-    role, subjects of a binding), or None if it lacks nothing or must not be touched
-    (annotated autoupdate "false"). What an operator added stays."""
+    """`existing` with what the bootstrap object `wanted` has and it lacks (labels and
+    annotations, rules of a role, subjects of a binding, the clusterRoleSelectors of an
+    aggregated role, whose rules are the aggregation controller's), or None if it lacks
+    nothing or must not be touched (annotated autoupdate "false"). What an operator
+    added stays, as Kubernetes' reconciliation keeps it."""
     meta = existing.get("metadata") or {}
     if (meta.get("annotations") or {}).get(AUTOUPDATE) == "false":
         return None
-    field = "subjects" if "roleRef" in wanted else "rules"
-    have = existing.get(field) or []
-    missing = [item for item in wanted[field] if item not in have]
-    if not missing:
-        return None
     updated = dict(existing)
-    updated[field] = [*have, *missing]
-    return updated
+    new_meta = dict(meta)
+    for key in ("labels", "annotations"):
+        have = meta.get(key) or {}
+        missing = {k: v for k, v in (wanted["metadata"].get(key) or {}).items() if k not in have}
+        if missing:
+            new_meta[key] = {**have, **missing}
+    if new_meta != meta:
+        updated["metadata"] = new_meta
+    if "aggregationRule" in wanted:
+        rule = existing.get("aggregationRule") or {}
+        have = rule.get("clusterRoleSelectors") or []
+        add = [s for s in wanted["aggregationRule"]["clusterRoleSelectors"] if s not in have]
+        if add:
+            updated["aggregationRule"] = {**rule, "clusterRoleSelectors": [*have, *add]}
+    else:
+        field = "subjects" if "roleRef" in wanted else "rules"
+        have = existing.get(field) or []
+        missing_items = [item for item in wanted[field] if item not in have]
+        if missing_items:
+            updated[field] = [*have, *missing_items]
+    return None if updated == existing else updated
 
 
 _HEALTH = [
@@ -449,15 +527,19 @@ _DISCOVERY = [
 
 BOOTSTRAP_POLICY: list[Object] = [
     _cluster_role("cluster-admin", [_rule(["*"], ["*"], ["*"]), _url_rule(["*"], ["*"])]),
+    _cluster_role("admin", [], aggregation=_aggregation("admin")),
+    _cluster_role("edit", [], aggregate_to=("admin",), aggregation=_aggregation("edit")),
+    _cluster_role("view", [], aggregate_to=("edit",), aggregation=_aggregation("view")),
+    _cluster_role("system:aggregate-to-admin", _AGGREGATE_TO_ADMIN, aggregate_to=("admin",)),
+    _cluster_role("system:aggregate-to-edit", _AGGREGATE_TO_EDIT, aggregate_to=("edit",)),
+    _cluster_role("system:aggregate-to-view", _AGGREGATE_TO_VIEW, aggregate_to=("view",)),
+    # metrics.k8s.io is served here, where a cluster with metrics-server gets this role
+    # (and `kubectl top` for viewers) from metrics-server's manifests.
     _cluster_role(
-        "admin",
-        [
-            *_edit_rules(),
-            _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], _READ + _WRITE),
-        ],
+        "system:aggregated-metrics-reader",
+        [_rule(["metrics.k8s.io"], ["pods", "nodes"], _READ)],
+        aggregate_to=("view", "edit", "admin"),
     ),
-    _cluster_role("edit", _edit_rules()),
-    _cluster_role("view", _view_rules()),
     _cluster_role("system:discovery", [_url_rule(_DISCOVERY, ["get"])]),
     _cluster_role("system:public-info-viewer", [_url_rule(_HEALTH, ["get"])]),
     # Scrapers of every component's /metrics (the controller-manager's and scheduler's

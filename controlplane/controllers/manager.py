@@ -65,7 +65,8 @@ node-ipam-controller (nodeipam), endpoints-controller
 (endpoint), endpointslice-controller (endpointslice), endpointslice-mirroring-controller
 (endpointslicemirroring), node-lifecycle-controller
 (nodelifecycle), taint-eviction-controller (taint-eviction),
-pod-garbage-collector-controller (podgc),
+pod-garbage-collector-controller (podgc), clusterrole-aggregation-controller
+(clusterrole-aggregation),
 certificatesigningrequest-approving-controller (csrapproving),
 certificatesigningrequest-signing-controller (csrsigning), token-cleaner-controller
 (tokencleaner), bootstrap-signer-controller (bootstrapsigner), job-controller (job),
@@ -115,6 +116,7 @@ from kubelab.serving import HealthServer
 from . import (
     bootstrapsigner,
     certificates,
+    clusterroleaggregation,
     cronjob,
     daemonset,
     deployment,
@@ -158,6 +160,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     nodelifecycle.NAME: nodelifecycle.NodeLifecycleController,
     nodelifecycle.TAINT_EVICTION: nodelifecycle.TaintEvictionController,
     podgc.NAME: podgc.PodGCController,
+    clusterroleaggregation.NAME: clusterroleaggregation.ClusterRoleAggregationController,
     certificates.APPROVING: certificates.CSRApprovingController,
     certificates.SIGNING: certificates.CSRSigningController,
     certificates.TOKEN_CLEANER: certificates.TokenCleaner,
@@ -196,6 +199,7 @@ ALIASES = {
     "nodelifecycle": nodelifecycle.NAME,
     "taint-eviction": nodelifecycle.TAINT_EVICTION,
     "podgc": podgc.NAME,
+    "clusterrole-aggregation": clusterroleaggregation.NAME,
     "csrapproving": certificates.APPROVING,
     "csrsigning": certificates.SIGNING,
     "tokencleaner": certificates.TOKEN_CLEANER,

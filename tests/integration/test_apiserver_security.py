@@ -283,10 +283,11 @@ def test_a_kubelet_writes_only_its_own_lease(lab: Lab, tmp_path: Path) -> None:
 
 def test_the_default_policy_is_reconciled_at_start(lab: Lab) -> None:
     """A restarted apiserver adds back the default rules a role lacks, keeps the rules an
-    operator added, and leaves alone a role annotated autoupdate=false."""
+    operator added, and leaves alone a role annotated autoupdate=false. (The roles that
+    hold view's and edit's rules: those two are aggregated.)"""
     path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/"
-    view = lab.api("GET", path + "view").json()
-    edit = lab.api("GET", path + "edit").json()
+    view = lab.api("GET", path + "system:aggregate-to-view").json()
+    edit = lab.api("GET", path + "system:aggregate-to-edit").json()
     dropped_view, dropped_edit = view["rules"][0], edit["rules"][0]
     custom = {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get"]}
     changed_view = {**view, "rules": [*view["rules"][1:], custom]}
@@ -298,16 +299,21 @@ def test_the_default_policy_is_reconciled_at_start(lab: Lab) -> None:
         },
         "rules": edit["rules"][1:],
     }
-    assert lab.api("PUT", path + "view", json=changed_view).status_code == 200
-    assert lab.api("PUT", path + "edit", json=pinned_edit).status_code == 200
+    assert lab.api("PUT", path + "system:aggregate-to-view", json=changed_view).status_code == 200
+    assert lab.api("PUT", path + "system:aggregate-to-edit", json=pinned_edit).status_code == 200
 
     lab.plane.stop_apiserver()
     lab.plane.start_apiserver(timeout=60)
 
-    rules = lab.api("GET", path + "view").json()["rules"]
+    rules = lab.api("GET", path + "system:aggregate-to-view").json()["rules"]
     assert dropped_view in rules and custom in rules
-    pinned = lab.api("GET", path + "edit").json()
+    pinned = lab.api("GET", path + "system:aggregate-to-edit").json()
     assert dropped_edit not in pinned["rules"]
     # Put edit back as it was, for the module's other tests.
     restored = {**edit, "metadata": {**pinned["metadata"], "annotations": {}}}
-    assert lab.api("PUT", path + "edit", json=restored).status_code == 200
+    assert lab.api("PUT", path + "system:aggregate-to-edit", json=restored).status_code == 200
+    unchanged = {
+        **view,
+        "metadata": lab.api("GET", path + "system:aggregate-to-view").json()["metadata"],
+    }
+    assert lab.api("PUT", path + "system:aggregate-to-view", json=unchanged).status_code == 200

@@ -39,3 +39,29 @@ def test_a_binding_gets_its_missing_subjects() -> None:
     wanted = {"metadata": {"name": "b"}, "roleRef": ref, "subjects": [default]}
     updated = reconcile(existing, wanted)
     assert updated is not None and updated["subjects"] == [mine, default]
+
+
+def test_an_aggregated_role_gets_its_selectors_and_labels_and_keeps_its_rules() -> None:
+    """An older cluster's `view` (rules, no aggregationRule) becomes aggregated; the rules
+    are left to the aggregation controller."""
+    selector = {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}
+    mine = {"matchLabels": {"example.com/view": "true"}}
+    existing = {"metadata": {"name": "view", "labels": {"team": "a"}}, "rules": [READ]}
+    wanted = {
+        "metadata": {
+            "name": "view",
+            "labels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"},
+        },
+        "rules": [],
+        "aggregationRule": {"clusterRoleSelectors": [selector]},
+    }
+    updated = reconcile(existing, wanted)
+    assert updated is not None
+    assert updated["rules"] == [READ]
+    assert updated["aggregationRule"] == {"clusterRoleSelectors": [selector]}
+    assert updated["metadata"]["labels"] == {
+        "team": "a",
+        "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+    }
+    existing = {**updated, "aggregationRule": {"clusterRoleSelectors": [mine, selector]}}
+    assert reconcile(existing, wanted) is None
