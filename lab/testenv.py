@@ -252,6 +252,7 @@ class Environment:
         service_node_port_range: tuple[int, int] = (30000, 32767),
         bookmark_interval: float = 5.0,
         span_exporter: SpanExporter | None = None,
+        audit_log_path: Path | None = None,
     ) -> Environment:
         """Start an apiserver on a free loopback port, over an empty in-memory store.
 
@@ -261,6 +262,7 @@ class Environment:
         asked for bookmarks gets one after `bookmark_interval` quiet seconds (checked
         once a second). With a `span_exporter` (the SDK's `InMemorySpanExporter`) the
         apiserver traces into it; `env.server.tracing.force_flush()` hands it what ended.
+        With `audit_log_path` it keeps its audit log there (`--audit-log-path`).
         """
         began = time.monotonic()
         owns = directory is None
@@ -291,6 +293,7 @@ class Environment:
             service_account_signing_key=signing,
             service_account_public_keys=[signing.public_key()],
             node_authorizer=node_authorizer,
+            audit_log_path=audit_log_path,
         )
         server = APIServer(config, client=MemStore(), span_exporter=span_exporter)
         try:

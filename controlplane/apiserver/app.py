@@ -31,7 +31,7 @@ from flask import Flask, Response, g, request
 from kubelab import fastjson
 from kubelab.api import errors, patch, resources
 
-from . import fieldvalidation, handlers, negotiation, traces, warning
+from . import audit, fieldvalidation, handlers, negotiation, traces, warning
 from .authn import UserInfo
 from .handlers import json_response
 from .impersonation import PREFIX, impersonate
@@ -86,6 +86,7 @@ def create_app(server: APIServer) -> Flask:
         g.started = time.monotonic()
         g.audit_id = str(uuid.uuid4())
         warning.begin()
+        audit.begin_annotations()
         g.info = parse_request(request.method, request.path, request.args)
         g.trace = traces.begin(server.tracing, g.info, request.method, request.headers)
         server.metrics.inflight.inc()
@@ -323,6 +324,8 @@ class _Record:
     audit_id: str
     source: str
     agent: str
+    annotations: dict[str, str]
+    """The audit annotations given so far (admission's, for a write)."""
 
     @classmethod
     def current(cls) -> _Record | None:
@@ -337,12 +340,20 @@ class _Record:
             g.get("audit_id", ""),
             request.remote_addr or "",
             request.headers.get("User-Agent", ""),
+            audit.take_annotations(),
         )
 
     def finish(self, server: APIServer, code: int) -> None:
         server.metrics.observe(self.info, code, time.monotonic() - self.started)
         server.audit.record(
-            self.audit_id, self.info, self.user, code, self.source, self.agent, self.impersonator
+            self.audit_id,
+            self.info,
+            self.user,
+            code,
+            self.source,
+            self.agent,
+            self.impersonator,
+            self.annotations,
         )
 
 

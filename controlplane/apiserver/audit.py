@@ -3,10 +3,16 @@ the shape of Kubernetes' ``audit.k8s.io/v1`` Event, so "who did what, when, and 
 the answer" can be followed with grep or jq. Writes are serialized by a lock and
 buffered: flushed by the first request a second or more after the last flush, and on
 shutdown, like Kubernetes' batching audit backend. An apiserver without
-``--audit-log-path`` keeps no log."""
+``--audit-log-path`` keeps no log.
+
+Parts of a request's handling may annotate its event (`annotate`: PodSecurity's
+``pod-security.kubernetes.io/enforce-policy`` and ``.../audit-violations``), as
+Kubernetes' admission plugins add audit annotations; the annotations travel in a context
+variable (per greenlet under gevent), as the request's warnings do (`warning`)."""
 
 from __future__ import annotations
 
+import contextvars
 import datetime
 import threading
 import time
@@ -17,6 +23,29 @@ from kubelab import fastjson
 
 from .authn import UserInfo
 from .requestinfo import RequestInfo
+
+_annotations: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "kubelab_audit_annotations", default=None
+)
+
+
+def begin_annotations() -> None:
+    """Start collecting the annotations of a request's audit event."""
+    _annotations.set({})
+
+
+def annotate(key: str, value: str) -> None:
+    """Annotate the current request's audit event (outside a request: nothing to do)."""
+    current = _annotations.get()
+    if current is not None:
+        current[key] = value
+
+
+def take_annotations() -> dict[str, str]:
+    """The annotations of the current request; it collects no more."""
+    current = _annotations.get() or {}
+    _annotations.set(None)
+    return current
 
 
 class AuditLog:
@@ -39,6 +68,7 @@ class AuditLog:
         source: str,
         user_agent: str,
         impersonator: UserInfo | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         """Record one request; `user` is who it acted as, `impersonator` who
         authenticated when that was someone else (Kubernetes' ``user`` and
@@ -63,6 +93,8 @@ class AuditLog:
         }
         if impersonator is not None and user is not None:
             event["impersonatedUser"] = user.as_dict()
+        if annotations:
+            event["annotations"] = annotations
         if info.is_resource:
             ref = {
                 "resource": info.resource,

@@ -72,6 +72,7 @@ def test_plugins_run_in_kubernetes_order_whatever_order_the_flag_lists_them() ->
         "LimitRanger",
         "ServiceAccount",
         "NodeRestriction",
+        "PodSecurity",
         "Priority",
         "DefaultTolerationSeconds",
         "MutatingAdmissionWebhook",

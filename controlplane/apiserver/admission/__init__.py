@@ -9,6 +9,8 @@ kubeadm enables, in that order:
 * `limit_ranger`: LimitRanger (mutating).
 * `service_account`: ServiceAccount (mutating).
 * `node_restriction`: NodeRestriction (validating).
+* `pod_security`: PodSecurity (validating; the Pod Security Standards' checks in
+  `pod_security_standards`).
 * `priority`: Priority (mutating for pods, validating for PriorityClasses).
 * `default_toleration_seconds`: DefaultTolerationSeconds (mutating).
 * `webhooks`: MutatingAdmissionWebhook, ValidatingAdmissionWebhook (the webhooks of the

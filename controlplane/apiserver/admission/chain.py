@@ -44,6 +44,7 @@ from .interfaces import (
 from .limit_ranger import LimitRanger
 from .namespace_lifecycle import NamespaceLifecycle
 from .node_restriction import NodeRestriction
+from .pod_security import PodSecurity
 from .priority import Priority
 from .rbac_escalation import RBACEscalation
 from .resource_quota import ResourceQuota
@@ -57,6 +58,7 @@ PLUGINS: dict[str, Factory] = {
         LimitRanger,
         ServiceAccount,
         NodeRestriction,
+        PodSecurity,
         Priority,
         DefaultTolerationSeconds,
         MutatingAdmissionWebhook,
