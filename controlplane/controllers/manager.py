@@ -365,7 +365,12 @@ class ControllerManager:
                 )
                 thread.start()
                 threads.append(thread)
-                log.info("started %s (%d workers)", controller.name, workers)
+                log.info(
+                    "Starting %s controller (%s, %d workers)",
+                    controller.name.removesuffix("-controller"),
+                    controller.name,
+                    workers,
+                )
             for thread in threads:
                 thread.join()
             log.info("controllers stopped")

@@ -4,6 +4,7 @@ the holder of the Lease runs controllers, and a successor takes over when it sto
 from __future__ import annotations
 
 import argparse
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -108,8 +109,9 @@ def _lists(cluster: Cluster) -> int:
 
 
 def test_only_the_leader_runs_controllers_and_a_successor_takes_over(
-    cluster: Cluster,
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="kubelab.controller-manager")
     new_object(cluster, NAMESPACES, "a")
     config = cluster.config()
     options = Options(
@@ -133,6 +135,10 @@ def test_only_the_leader_runs_controllers_and_a_successor_takes_over(
     ]
     threads[0].start()
     eventually(lambda: cluster.exists(SERVICE_ACCOUNTS, "a", "default"))
+    # As kube-controller-manager says it, for each controller a term starts.
+    assert "Starting serviceaccount controller (serviceaccount-controller, 1 workers)" in (
+        caplog.text
+    )
     first = _holder(cluster)
     renewals = len(cluster.calls("GET", "/leases/"))
     threads[1].start()  # it reads the lease at once, then every 50-110 ms
