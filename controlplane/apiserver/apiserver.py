@@ -34,7 +34,7 @@ from kubelab.api.conversion import VIEWS
 from kubelab.api.resources import RESOURCES, Resource
 from kubelab.storeclient import KVStore
 
-from . import apiservices, authz, kubelet, subresources
+from . import apiservices, authz, componentstatus, kubelet, subresources
 from .admission import SYSTEM_NAMESPACES, Chain
 from .admission.priority import system_classes
 from .audit import AuditLog
@@ -435,6 +435,24 @@ class APIServer:
             return True
         except storeclient.StoreError:
             return False
+
+    def component_statuses(self, name: str) -> Object:
+        """`kubectl get componentstatuses` (`componentstatus`): one, or the list."""
+        known = componentstatus.names()
+        if name and name not in known:
+            raise errors.internal_error(f"Component not found: {name}")
+
+        def store_failure() -> str | None:
+            try:
+                self.storage.check_health()
+            except storeclient.StoreError as exc:
+                return str(exc)
+            return None
+
+        found = componentstatus.statuses(store_failure, [name] if name else known)
+        if name:
+            return found[0]
+        return {"kind": "ComponentStatusList", "apiVersion": "v1", "metadata": {}, "items": found}
 
     @staticmethod
     def version_info() -> dict[str, str]:

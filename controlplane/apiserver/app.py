@@ -277,6 +277,11 @@ def create_app(server: APIServer) -> Flask:
             return server.subresources.serve(r, info, g.user)
         if not r.stored:
             answer = handlers.virtual(server, r, info, g.user)
+            form = negotiation.negotiate(request.headers.get("Accept"), info.verb)
+            if form is Form.TABLE and info.verb in ("get", "list"):
+                items = answer["items"] if info.verb == "list" else [answer]
+                include = _include(request.args.to_dict())
+                answer = server.api.printers.to_table(r, items, include_object=include)
             return json_response(answer, 201 if info.verb == "create" else 200)
         return _dispatch(server, r, info, g.user)
 

@@ -19,6 +19,7 @@ from kubelab import fastjson
 from kubelab.api import errors
 from kubelab.api.resources import Resource
 
+from . import componentstatus, warning
 from .authn import API_AUDIENCE, UserInfo
 from .authz import MASTERS, NODES
 from .registry import decode_body, parse_dry_run
@@ -69,6 +70,9 @@ def field_manager() -> str:
 
 def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -> Object:
     """Create-only resources that are answered, never stored."""
+    if r.group_resource == "componentstatuses":
+        warning.add(componentstatus.DEPRECATION)
+        return server.component_statuses(info.name)
     if r.group == "metrics.k8s.io":
         if info.verb not in ("get", "list"):
             raise errors.method_not_allowed(f"{r.group_resource} is read-only")

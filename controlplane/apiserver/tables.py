@@ -875,6 +875,13 @@ def _volume_attachment_cells(resource: Resource, attachment: Obj, now: datetime)
     ]
 
 
+def _component_status_cells(resource: Resource, status: Obj, now: datetime) -> list[Cell]:
+    conditions = _list(status, "conditions")
+    healthy: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Healthy"), {})
+    state = "Healthy" if healthy.get("status") == "True" else "Unhealthy"
+    return [_name(status), state, str(healthy.get("message", "")), str(healthy.get("error", ""))]
+
+
 def _runtime_class_cells(resource: Resource, runtime_class: Obj, now: datetime) -> list[Cell]:
     return [_name(runtime_class), _str(runtime_class, "handler"), _age(runtime_class, now)]
 
@@ -1379,6 +1386,15 @@ _PRINTERS: dict[str, _Printer] = {
     "networkpolicies.networking.k8s.io": _Printer(
         (_NAME, _column("Pod-Selector", "The pods the policy applies to."), _AGE),
         _network_policy_cells,
+    ),
+    "componentstatuses": _Printer(
+        (
+            _NAME,
+            _column("Status", "Whether the component answered its health check."),
+            _column("Message", "What its health check said."),
+            _column("Error", "Why it could not be checked."),
+        ),
+        _component_status_cells,
     ),
     "priorityclasses.scheduling.k8s.io": _Printer(
         (

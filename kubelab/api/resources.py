@@ -144,6 +144,17 @@ RESOURCES: tuple[Resource, ...] = (
         },
     ),
     _r("", "v1", "Node", "nodes", False, ("no",), sub={"status": "", "proxy": ""}),
+    # deprecated since 1.19, still answered: probed when asked, never stored
+    _r(
+        "",
+        "v1",
+        "ComponentStatus",
+        "componentstatuses",
+        False,
+        ("cs",),
+        verbs=READ_VERBS[:2],
+        stored=False,
+    ),
     _r(
         "",
         "v1",
