@@ -1242,3 +1242,29 @@ def test_the_kubernetes_service_has_endpoints_and_a_slice(tmp_path: Path) -> Non
         assert slices[0]["ports"] == [{"name": "https", "port": control.port, "protocol": "TCP"}]
     finally:
         control.stop()
+
+
+def test_pods_of_a_deleted_node_are_force_deleted_and_their_namespace_goes(
+    cluster: Cluster,
+) -> None:
+    """The issue's case: pods bound to a Node that was deleted stay Terminating (no
+    kubelet confirms), and keep their namespace Terminating, until PodGC removes them."""
+    lab = cluster
+    ns = lab.new_namespace()
+    node = f"gone-{uuid.uuid4().hex[:6]}"
+    lab.kubectl("create", "-f", "-", input=_node(node))
+    lab.kubectl("create", "-n", ns, "-f", "-", input=_pod_on(node, "web"))
+    lab.kubectl("delete", "pod", "web", "-n", ns, "--wait=false")
+    lab.kubectl("delete", "node", node)
+    lab.kubectl("delete", "namespace", ns, "--wait=false")
+    assert "Terminating" in lab.kubectl("get", "pod", "web", "-n", ns).stdout
+    with controllers(
+        lab,
+        "--controllers=pod-garbage-collector-controller,namespace-controller",
+        "--pod-gc-quarantine=1s",
+    ):
+        lab.until(
+            lambda: lab.kubectl("get", "namespace", ns, check=False).returncode != 0,
+            f"namespace {ns} to go with its orphaned pod",
+            timeout=60,
+        )
