@@ -329,3 +329,7 @@ def test_namespace_labels_are_checked_and_a_stricter_level_warns_about_existing_
         "capabilities, runAsNonRoot != true, seccompProfile",
     ]
     assert kubectl(env, "get", "pod", "a", "-n", "moving").returncode == 0  # left running
+    relaxed = kubectl(
+        env, "label", "ns", "moving", "pod-security.kubernetes.io/enforce=baseline", "--overwrite"
+    )
+    assert relaxed.returncode == 0 and "Warning" not in relaxed.stderr, relaxed.stderr

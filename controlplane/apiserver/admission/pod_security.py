@@ -24,10 +24,10 @@ The checks and their wording are `pod_security_standards`'.
   only, as in Kubernetes: their pods are refused when they are created, by the
   controller, and the warning tells the user at once.
 * A namespace's labels must be valid (a 422 otherwise). Changing its enforce level
-  checks the pods already in it against the new level and warns about those that violate
-  it (`existing pods in namespace "x" violate the new PodSecurity enforce level
-  "restricted:latest"`, then one line per pod: its name and the reasons), leaving them
-  running, as Kubernetes does.
+  (to a stricter level, or another version) checks the pods already in it against it
+  and warns about those that violate it (`existing pods in namespace "x" violate the
+  new PodSecurity enforce level "restricted:latest"`, then a line per pod: its name and
+  the reasons), leaving them running, as Kubernetes does.
 
 No exemptions are configured (Kubernetes' default admission configuration has none).
 """
@@ -200,9 +200,12 @@ class PodSecurity(ValidationInterface):
             raise errors.invalid_object("Namespace", attrs.name, problems)
         if attrs.operation != "UPDATE" or not changed:
             return
-        enforce = modes["enforce"]
-        if enforce == policy(old_labels)[0]["enforce"] or enforce.level == pss.PRIVILEGED:
-            return
+        enforce, old = modes["enforce"], policy(old_labels)[0]["enforce"]
+        relaxed = enforce.version == old.version and pss.LEVELS.index(
+            enforce.level
+        ) <= pss.LEVELS.index(old.level)
+        if relaxed or enforce.level == pss.PRIVILEGED:
+            return  # as Kubernetes skips it: nothing can newly violate
         for text in self.existing_pod_warnings(attrs.name, enforce):
             warning.add(text)
 
