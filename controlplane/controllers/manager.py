@@ -71,7 +71,10 @@ certificatesigningrequest-approving-controller (csrapproving),
 certificatesigningrequest-signing-controller (csrsigning), token-cleaner-controller
 (tokencleaner), bootstrap-signer-controller (bootstrapsigner), job-controller (job),
 ttl-after-finished-controller (ttl-after-finished), cronjob-controller (cronjob),
-resourcequota-controller (resourcequota) and disruption-controller (disruption).
+resourcequota-controller (resourcequota), disruption-controller (disruption),
+persistentvolume-binder-controller (persistentvolume-binder) and kubelab's
+local-path-provisioner (the StorageClass `standard`'s volumes: k3s runs it as a
+Deployment; here it is a controller, as it needs no more than the API).
 
 Leadership. Several controller-managers may run for availability, but only the holder
 of the Lease kube-system/kube-controller-manager runs controllers: two garbage
@@ -126,9 +129,11 @@ from . import (
     endpointslicemirroring,
     garbagecollector,
     job,
+    localpath,
     namespace,
     nodeipam,
     nodelifecycle,
+    persistentvolume,
     podgc,
     replicaset,
     resourcequota,
@@ -170,6 +175,8 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     cronjob.NAME: cronjob.CronJobController,
     resourcequota.NAME: resourcequota.ResourceQuotaController,
     disruption.NAME: disruption.DisruptionController,
+    persistentvolume.NAME: persistentvolume.PersistentVolumeController,
+    localpath.NAME: localpath.LocalPathProvisioner,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -209,6 +216,7 @@ ALIASES = {
     "cronjob": cronjob.NAME,
     "resourcequota": resourcequota.NAME,
     "disruption": disruption.NAME,
+    "persistentvolume-binder": persistentvolume.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
