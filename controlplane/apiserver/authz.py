@@ -597,6 +597,15 @@ BOOTSTRAP_POLICY: list[Object] = [
         ],
     ),
     _cluster_role("system:kube-controller-manager", [_rule(["*"], ["*"], ["*"])]),
+    # The scheduler's VolumeBinding: it reserves volumes and picks claims' nodes.
+    _cluster_role(
+        "system:volume-scheduler",
+        [
+            _rule([""], ["persistentvolumes"], ["get", "list", "watch", "patch", "update"]),
+            _rule([""], ["persistentvolumeclaims"], ["get", "list", "watch", "patch", "update"]),
+            _rule(["storage.k8s.io"], ["storageclasses"], _READ),
+        ],
+    ),
     _cluster_role(
         "system:node-proxier",
         [
@@ -629,6 +638,9 @@ BOOTSTRAP_POLICY: list[Object] = [
     ),
     _binding("system:monitoring", "system:monitoring", [("Group", MONITORING)]),
     _binding("system:kube-scheduler", "system:kube-scheduler", [("User", "system:kube-scheduler")]),
+    _binding(
+        "system:volume-scheduler", "system:volume-scheduler", [("User", "system:kube-scheduler")]
+    ),
     _binding(
         "system:kube-controller-manager",
         "system:kube-controller-manager",

@@ -43,6 +43,7 @@ from .plugins import (
     podtopologyspread,
     queuesort,
     tainttoleration,
+    volumebinding,
 )
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -59,6 +60,7 @@ REGISTRY: dict[str, Factory] = {
     nodeaffinity.NAME: nodeaffinity.new,
     nodeports.NAME: nodeports.new,
     noderesources.NAME: noderesources.new,
+    volumebinding.NAME: volumebinding.new,
     interpodaffinity.NAME: interpodaffinity.new,
     podtopologyspread.NAME: podtopologyspread.new,
     imagelocality.NAME: imagelocality.new,
@@ -76,6 +78,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     (nodeaffinity.NAME, 2),
     (nodeports.NAME, 0),
     (noderesources.NAME, 1),
+    (volumebinding.NAME, 0),
     (interpodaffinity.NAME, 2),
     (podtopologyspread.NAME, 2),
     (imagelocality.NAME, 1),
@@ -159,6 +162,9 @@ class _NoHandle:
 
     def run_filters(self, *args: Any) -> Any:
         raise NotImplementedError
+
+    def informer(self, resource: Any) -> Any:
+        return None
 
 
 _SAMPLES: dict[str, Plugin] = {name: factory({}, _NoHandle()) for name, factory in REGISTRY.items()}

@@ -13,6 +13,9 @@ a small object implementing some of them:
     score       score(state, pod, node) 0..100    rank one node; normalize_score after
     reserve     reserve / unreserve               claim (release) per-node state
     permit      permit(state, pod, node)          last veto before binding
+    pre-bind    pre_bind(state, pod, node)        what must be written before the pod
+                                                  is bound (its volumes), in the
+                                                  binding cycle
     bind        bind(state, pod, node)            write the decision to the apiserver
 
 Plugins never raise: they return a `Status`. `UNSCHEDULABLE` means the pod does not fit
@@ -36,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kubelab.api.podscheduling import Resources, pod_requests, resource_list
+from kubelab.api.resources import Resource
+from kubelab.client import SharedInformer
 
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
@@ -346,6 +351,11 @@ class PermitPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+
+
+@runtime_checkable
 class BindPlugin(Plugin, Protocol):
     def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
 
@@ -359,6 +369,7 @@ EXTENSION_POINTS: dict[str, Any] = {
     "score": ScorePlugin,
     "reserve": ReservePlugin,
     "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
     "bind": BindPlugin,
 }
 """Extension points by their KubeSchedulerConfiguration name, and what a plugin must
@@ -409,3 +420,8 @@ class Handle(Protocol):
         ...
 
     def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status: ...
+
+    def informer(self, resource: Resource) -> SharedInformer:
+        """The scheduler's cache of `resource` (claims, volumes, classes), started and
+        synced with its pods and nodes; a plugin asks for it when it is built."""
+        ...

@@ -41,8 +41,11 @@ from .plugins import (
     podtopologyspread,
     queuesort,
     tainttoleration,
+    volumebinding,
 )
 
+STORAGE_CHANGE = "StorageChange"
+"""A claim, volume or class was added or changed (the VolumeBinding plugin's caches)."""
 NODE_ADD, NODE_UPDATE, POD_ADD, POD_DELETE, POD_UPDATE = (
     "NodeAdd",
     "NodeUpdate",
@@ -61,6 +64,7 @@ HINTS: dict[str, frozenset[str]] = {
             nodeaffinity.NAME,
             tainttoleration.NAME,
             nodeports.NAME,
+            volumebinding.NAME,
             interpodaffinity.NAME,
             podtopologyspread.NAME,
         }
@@ -79,6 +83,7 @@ HINTS: dict[str, frozenset[str]] = {
         {noderesources.NAME, nodeports.NAME, interpodaffinity.NAME, podtopologyspread.NAME}
     ),
     POD_ADD: frozenset({interpodaffinity.NAME, podtopologyspread.NAME}),
+    STORAGE_CHANGE: frozenset({volumebinding.NAME}),
 }
 """Which plugins' rejections each cluster event may resolve."""
 

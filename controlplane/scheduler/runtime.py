@@ -57,6 +57,7 @@ from .framework import (
     Plugin,
     PodInfo,
     PostFilterPlugin,
+    PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     QueuedPod,
@@ -186,6 +187,7 @@ class Framework:
         self.weights = dict(profile.weights)
         self.reserve: list[ReservePlugin] = at("reserve")
         self.permit: list[PermitPlugin] = at("permit")
+        self.pre_bind: list[PreBindPlugin] = at("preBind")
         self.bind: list[BindPlugin] = at("bind")
         self.next_start = 0
 
@@ -369,6 +371,16 @@ class Framework:
             for plugin in self.permit:
                 status = plugin.permit(state, pod, node)
                 if not status.ok:
+                    outcome[0] = "Unschedulable" if status.rejected else "Error"
+                    return status.by(plugin.name)
+        return SUCCESS
+
+    def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Every pre-bind plugin, in order, up to the first that fails."""
+        with self._timed("PreBind") as outcome:
+            for plugin in self.pre_bind:
+                status = plugin.pre_bind(state, pod, node)
+                if not status.ok and status.code != Code.SKIP:
                     outcome[0] = "Unschedulable" if status.rejected else "Error"
                     return status.by(plugin.name)
         return SUCCESS

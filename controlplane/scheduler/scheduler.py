@@ -4,12 +4,15 @@ nodes, binds pod to Node 3" as kube-scheduler does it.
 Two informers feed it: pods (except finished ones) and nodes. Their handlers sort what
 arrives: a pending pod of one of our profiles goes to the scheduling queue; a bound pod
 goes to the cache (and confirms an assumed one); a node goes to the cache; an event
-that may make unschedulable pods fit moves them back (`queue.HINTS`).
+that may make unschedulable pods fit moves them back (`queue.HINTS`). Plugins that read
+more of the cluster (VolumeBinding: claims, volumes, classes) get informers of their
+own through the handle, started and synced with these.
 
 One thread runs scheduling cycles, one pod at a time, which is what keeps decisions
 consistent with each other: pop the next pod; under the cache's lock find a node
 (`Framework.find_nodes`) and *assume* the pod there; run reserve and permit. Binding
-(the binding cycle: the bind plugins' POST to `pods/<name>/binding`, then the
+(the binding cycle: the pre-bind plugins' writes, such as a claim's selected node, then
+the bind plugins' POST to `pods/<name>/binding`, then the
 `Scheduled` Event) runs in a pool of threads, so the next cycle starts without waiting
 for the apiserver; the assumed pod keeps the node's resources counted meanwhile. A
 failed binding forgets the assumption and sends the pod back with back-off.
@@ -44,6 +47,7 @@ from opentelemetry.context import Context
 
 from kubelab import tracing
 from kubelab.api.errors import StatusError
+from kubelab.api.resources import Resource
 from kubelab.client import (
     DeletedFinalStateUnknown,
     PatchType,
@@ -137,6 +141,9 @@ class _Handle:
         assert self.framework is not None
         return self.framework.run_filters(state, pod, node)
 
+    def informer(self, resource: Resource) -> SharedInformer:
+        return self._scheduler.informer(resource)
+
 
 class Nominator:
     """Pods nominated to a node by preemption, so that the room made there is kept for
@@ -191,6 +198,7 @@ class Scheduler:
         self.metrics = metrics
         self.cache = Cache()
         self.nominator = Nominator()
+        self._plugin_informers: dict[str, SharedInformer] = {}
         self.recorder = EventRecorder(event_client or client, "default-scheduler", host=identity)
         self.frameworks: dict[str, Framework] = {}
         for profile in config.profiles:
@@ -216,7 +224,26 @@ class Scheduler:
         )
         self.synced = threading.Event()
 
+    def informer(self, resource: Resource) -> SharedInformer:
+        """The cache of `resource` that plugins read (`framework.Handle.informer`): one
+        per resource, run with the pods and nodes; any change to it may make a pod some
+        plugin rejected fit (`queue.STORAGE_CHANGE`: claims, volumes and classes are what
+        plugins ask for)."""
+        informer = self._plugin_informers.get(resource.group_resource)
+        if informer is None:
+            informer = SharedInformer(self.client, resource)
+            informer.add_event_handler(
+                lambda _obj: self._storage_changed(),
+                lambda _old, _new: self._storage_changed(),
+                lambda _obj: self._storage_changed(),
+            )
+            self._plugin_informers[resource.group_resource] = informer
+        return informer
+
     # -- event handlers (informer threads) -------------------------------------------------
+
+    def _storage_changed(self) -> None:
+        self.queue.move_for_event(q.STORAGE_CHANGE)
 
     def _responsible(self, pod: Pod) -> bool:
         name = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
@@ -273,10 +300,11 @@ class Scheduler:
     def run(self, stop: threading.Event) -> None:
         """Schedule until `stop` is set."""
         self.recorder.start()
-        self.nodes.start(stop)
-        self.pods.start(stop)
+        informers = [self.nodes, self.pods, *self._plugin_informers.values()]
+        for informer in informers:
+            informer.start(stop)
         try:
-            while not (self.nodes.wait_for_sync(1.0) and self.pods.wait_for_sync(1.0)):
+            while not all(informer.wait_for_sync(1.0) for informer in informers):
                 if stop.is_set():
                     return
             self.synced.set()
@@ -405,7 +433,9 @@ class Scheduler:
                 span.set_attributes(tracing.object_attributes(pod, PODS.kind))
                 span.set_attribute(NODE_ATTRIBUTE, node)
             try:
-                status = fwk.run_bind(state, assumed, node)
+                status = fwk.run_pre_bind(state, assumed, node)
+                if status.ok:
+                    status = fwk.run_bind(state, assumed, node)
             except Exception as exc:  # a plugin must not kill the pool thread silently
                 log.exception("binding %s failed", qp.info.key)
                 status = Status(Code.ERROR, (str(exc),), "bind")

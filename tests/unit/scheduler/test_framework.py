@@ -19,6 +19,8 @@ from controlplane.scheduler.framework import CycleState, NodeInfo, PodInfo, Stat
 from controlplane.scheduler.metrics import Metrics
 from controlplane.scheduler.plugins import defaultpreemption
 from controlplane.scheduler.runtime import FitError, Framework
+from kubelab.api.resources import Resource
+from kubelab.client import SharedInformer
 
 from .builders import node, pod
 
@@ -45,6 +47,9 @@ class StubHandle:
     def run_filters(self, state: CycleState, p: PodInfo, n: NodeInfo) -> Status:
         assert self.framework is not None
         return self.framework.run_filters(state, p, n)
+
+    def informer(self, resource: Resource) -> SharedInformer:
+        return SharedInformer(None, resource)  # type: ignore[arg-type]  # never started
 
 
 def framework(cache: Cache, doc: dict[str, Any] | None = None) -> Framework:
