@@ -70,6 +70,13 @@ log = logging.getLogger("kubelab.kubelet.pods")
 PODS = resource_for("v1", "Pod")
 CONFIGMAPS = resource_for("v1", "ConfigMap")
 SECRETS = resource_for("v1", "Secret")
+LOOKUP_RESOURCES = {
+    "configmaps": CONFIGMAPS,
+    "secrets": SECRETS,
+    "persistentvolumeclaims": resource_for("v1", "PersistentVolumeClaim"),
+    "persistentvolumes": resource_for("v1", "PersistentVolume"),
+}
+"""What a pod's spec refers to that the kubelet reads (`podspec.Lookup`'s kinds)."""
 Object = dict[str, Any]
 MIRROR = "kubernetes.io/config.mirror"
 CONFIG_SOURCE = "kubernetes.io/config.source"
@@ -659,11 +666,7 @@ class PodWorkers:
 
     def _lookup(self, kind: str, namespace: str, name: str) -> Object | None:
         try:
-            return self.client.get(
-                resource_for("v1", "ConfigMap" if kind == "configmaps" else "Secret"),
-                name,
-                namespace,
-            )
+            return self.client.get(LOOKUP_RESOURCES[kind], name, namespace)
         except StatusError as exc:
             if exc.code == 404:
                 return None

@@ -1,6 +1,8 @@
 """Pod volumes on the node's disk, under `<root-dir>/pods/<uid>/volumes/<plugin>/<name>`,
 bind-mounted into containers: emptyDir (`medium: Memory` as a tmpfs), hostPath,
-configMap, secret, downwardAPI and projected (with the service-account token from the
+persistentVolumeClaim (the claim's bound PersistentVolume, a hostPath or local directory
+of this node: the local-path provisioner's volumes are hostPath ones), configMap, secret,
+downwardAPI and projected (with the service-account token from the
 TokenRequest API, refreshed at 80 % of its life, as the kubelet's token manager does).
 
 API-backed volumes are written the way Kubernetes' atomic writer does: the files go into
@@ -29,6 +31,7 @@ from agents.kubelet import podspec
 from agents.kubelet.config import byte_count
 from agents.kubelet.runtime import Mount
 from kubelab.api.errors import StatusError
+from kubelab.api.validation.storage import PV_SOURCES
 from kubelab.client import RestClient, resource_for
 
 log = logging.getLogger("kubelab.kubelet.volumes")
@@ -128,6 +131,8 @@ class VolumeManager:
             return path
         if "hostPath" in volume:
             return _host_path(volume["hostPath"], name)
+        if "persistentVolumeClaim" in volume:
+            return self._claimed(ns, volume["persistentVolumeClaim"], name)
         if "configMap" in volume:
             src = volume["configMap"]
             files = self._keys("configmaps", ns, src, name)
@@ -153,6 +158,52 @@ class VolumeManager:
         raise MountError(
             f'volume "{name}": unsupported volume type {sorted(set(volume) - {"name"})}'
         )
+
+    def _claimed(self, namespace: str, source: Object, volume: str) -> Path:
+        """The node directory behind a claim: claim -> its bound PersistentVolume ->
+        that volume's hostPath or local path (the sources a node's disk can serve)."""
+        name = source.get("claimName", "")
+        where = f'MountVolume.SetUp failed for volume "{volume}" : error processing PVC'
+        claim = self.lookup("persistentvolumeclaims", namespace, name)
+        if claim is None:
+            raise MountError(
+                f'{where} {namespace}/{name}: persistentvolumeclaim "{name}" not found'
+            )
+        volume_name = (claim.get("spec") or {}).get("volumeName")
+        if not volume_name or (claim.get("status") or {}).get("phase") != "Bound":
+            raise MountError(f"{where} {namespace}/{name}: PVC is not bound")
+        pv = self.lookup("persistentvolumes", "", volume_name)
+        if pv is None:
+            raise MountError(
+                f'{where} {namespace}/{name}: persistentvolume "{volume_name}" not found'
+            )
+        spec = pv.get("spec") or {}
+        if "hostPath" in spec:
+            path = _host_path(spec["hostPath"], volume)
+        elif "local" in spec:
+            path = Path(spec["local"].get("path", ""))
+            if not path.exists():
+                raise MountError(
+                    f'{where} {namespace}/{name}: the local volume "{volume_name}" has no '
+                    f"{path} on this node"
+                )
+        else:
+            kinds = sorted(set(spec) & set(PV_SOURCES))
+            raise MountError(
+                f'{where} {namespace}/{name}: volume "{volume_name}" is of type {kinds}; '
+                "this node mounts hostPath and local volumes"
+            )
+        log.info(
+            "claim %s/%s (uid %s) -> volume %s (uid %s, resourceVersion %s) at %s",
+            namespace,
+            name,
+            claim["metadata"].get("uid"),
+            volume_name,
+            pv["metadata"].get("uid"),
+            pv["metadata"].get("resourceVersion"),
+            path,
+        )
+        return path
 
     def _mount_tmpfs(self, path: Path, size: object) -> None:
         args = ["mount", "-t", "tmpfs", "-o", "mode=0777"]
@@ -347,5 +398,7 @@ def container_mounts(container: Object, volumes: dict[str, Path], pod: Object) -
                 host.mkdir(parents=True)
         source = kinds.get(vm["name"], {})
         api_backed = any(k in source for k in ("configMap", "secret", "downwardAPI", "projected"))
-        out.append(Mount(str(host), vm["mountPath"], bool(vm.get("readOnly")) or api_backed))
+        claim_read_only = bool((source.get("persistentVolumeClaim") or {}).get("readOnly"))
+        read_only = bool(vm.get("readOnly")) or api_backed or claim_read_only
+        out.append(Mount(str(host), vm["mountPath"], read_only))
     return out

@@ -75,6 +75,7 @@ def test_plugins_run_in_kubernetes_order_whatever_order_the_flag_lists_them() ->
         "PodSecurity",
         "Priority",
         "DefaultTolerationSeconds",
+        "DefaultStorageClass",
         "MutatingAdmissionWebhook",
         "ValidatingAdmissionWebhook",
         "ResourceQuota",

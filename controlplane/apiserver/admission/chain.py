@@ -30,6 +30,7 @@ from kubelab.api import errors
 
 from ..authz import Authorizer
 from ..registry import Admission, Attributes
+from .default_storage_class import DefaultStorageClass
 from .default_toleration_seconds import DefaultTolerationSeconds
 from .interfaces import (
     WRITES,
@@ -61,6 +62,7 @@ PLUGINS: dict[str, Factory] = {
         PodSecurity,
         Priority,
         DefaultTolerationSeconds,
+        DefaultStorageClass,
         MutatingAdmissionWebhook,
         ValidatingAdmissionWebhook,
         ResourceQuota,
