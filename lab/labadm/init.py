@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from kubelab import pki
 from kubelab.client import RestClient, StatusError, load_config, resource_for
-from lab.labadm import certs_upload, dns, tokens
+from lab.labadm import certs_upload, dns, storage, tokens
 from lab.labadm.layout import (
     API_PORT,
     CLUSTER_DNS,
@@ -618,7 +618,7 @@ def addons(
     start_network: Callable[[Any], None], start_proxy: Callable[[Any], None], *more: Phase[Any]
 ) -> Phase[Any]:
     """The node agents, as init and join both install them, and the cluster's own
-    add-ons (`more`: init's cluster DNS)."""
+    add-ons (`more`: init's cluster DNS and default StorageClass)."""
     return Phase(
         "addons",
         "The node agents and the cluster's add-ons",
@@ -833,6 +833,11 @@ INIT = Workflow[InitData](
                 lambda d: dns.deploy(
                     None if d.dry_run else d.client(), d.image, d.tracing_endpoint
                 ),
+            ),
+            Phase(
+                "storage",
+                "The default StorageClass (local-path volumes)",
+                lambda d: storage.deploy(None if d.dry_run else d.client()),
             ),
         ),
         Phase("show-join-command", "Prints how to use the cluster and join it", show_join_command),

@@ -109,6 +109,7 @@ def test_dry_run_prints_kubeadm_style_lines(
     assert "[addons] Would start kubelab-network" in out
     assert '[addons] Creating Deployment "kube-dns" of the cluster DNS add-on' in out
     assert "[addons] Applied essential addon: cluster DNS at 10.96.0.10" in out
+    assert "[addons] Applied essential addon: default StorageClass standard" in out
 
 
 def test_token_form_and_hash_pin() -> None:
