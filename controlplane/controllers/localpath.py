@@ -266,6 +266,8 @@ class LocalPathProvisioner:
         node_name = c.annotations_of(volume).get(NODE_ANNOTATION, "")
         helper = self._pods.indexer.get(f"{HELPER_NAMESPACE}/{helper_name(name)}")
         if helper is None:
+            if not self._still_to_delete(name):
+                return None
             if self._nodes.indexer.get(node_name) is None:
                 log.warning(
                     "node %r of %s is gone: deleting the volume, its directory cannot be",
@@ -293,6 +295,18 @@ class LocalPathProvisioner:
             self._delete_helper(helper)
             return RESYNC
         return HELPER_POLL
+
+    def _still_to_delete(self, name: str) -> bool:
+        """Whether the volume, as the apiserver has it now, still waits for its helper:
+        the cache may show it after a finished helper's sync deleted it (and the
+        helper), and a helper made then would never be cleaned up."""
+        try:
+            current = self._client.get(VOLUMES, name)
+        except StatusError as exc:
+            if exc.code == 404:
+                return False
+            raise
+        return not current["metadata"].get("deletionTimestamp")
 
     @staticmethod
     def _helper(volume: Object, node_name: str) -> dict[str, Any]:

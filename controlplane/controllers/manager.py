@@ -72,7 +72,9 @@ certificatesigningrequest-signing-controller (csrsigning), token-cleaner-control
 (tokencleaner), bootstrap-signer-controller (bootstrapsigner), job-controller (job),
 ttl-after-finished-controller (ttl-after-finished), cronjob-controller (cronjob),
 resourcequota-controller (resourcequota), disruption-controller (disruption),
-persistentvolume-binder-controller (persistentvolume-binder) and kubelab's
+persistentvolume-binder-controller (persistentvolume-binder),
+persistentvolumeclaim-protection-controller (pvc-protection),
+persistentvolume-protection-controller (pv-protection) and kubelab's
 local-path-provisioner (the StorageClass `standard`'s volumes: k3s runs it as a
 Deployment; here it is a controller, as it needs no more than the API).
 
@@ -139,6 +141,7 @@ from . import (
     resourcequota,
     serviceaccounts,
     statefulset,
+    volumeprotection,
 )
 from .base import Controller, ControllerContext, InformerFactory
 from .metrics import ManagerMetrics
@@ -177,6 +180,8 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     disruption.NAME: disruption.DisruptionController,
     persistentvolume.NAME: persistentvolume.PersistentVolumeController,
     localpath.NAME: localpath.LocalPathProvisioner,
+    volumeprotection.CLAIM_PROTECTION: volumeprotection.ClaimProtectionController,
+    volumeprotection.VOLUME_PROTECTION: volumeprotection.VolumeProtectionController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -217,6 +222,8 @@ ALIASES = {
     "resourcequota": resourcequota.NAME,
     "disruption": disruption.NAME,
     "persistentvolume-binder": persistentvolume.NAME,
+    "pvc-protection": volumeprotection.CLAIM_PROTECTION,
+    "pv-protection": volumeprotection.VOLUME_PROTECTION,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""

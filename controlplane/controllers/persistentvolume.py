@@ -312,11 +312,11 @@ class PersistentVolumeController:
 
     def sync_volume(self, name: str) -> SyncResult:
         volume = self._volumes.indexer.get(name)
-        if volume is None or (volume.get("metadata") or {}).get("deletionTimestamp"):
+        if volume is None:
             return None
         ref = (volume.get("spec") or {}).get("claimRef")
         if not ref:
-            if phase(volume) != "Available":
+            if phase(volume) != "Available" and not volume["metadata"].get("deletionTimestamp"):
                 self._set_volume_phase(volume, "Available")
             return None
         claim = self._claim_of(ref)
@@ -347,8 +347,8 @@ class PersistentVolumeController:
         """The volume's claim is gone: Released, then its reclaim policy."""
         if phase(volume) not in ("Released", "Failed"):
             volume = self._set_volume_phase(volume, "Released")
-        if phase(volume) == "Failed":
-            return None
+        if phase(volume) == "Failed" or volume["metadata"].get("deletionTimestamp"):
+            return None  # a volume deleted by hand goes as it is, without reclaiming
         policy = (volume.get("spec") or {}).get("persistentVolumeReclaimPolicy") or "Retain"
         if policy == "Retain":
             return None

@@ -76,6 +76,7 @@ def test_plugins_run_in_kubernetes_order_whatever_order_the_flag_lists_them() ->
         "Priority",
         "DefaultTolerationSeconds",
         "DefaultStorageClass",
+        "StorageObjectInUseProtection",
         "MutatingAdmissionWebhook",
         "ValidatingAdmissionWebhook",
         "ResourceQuota",

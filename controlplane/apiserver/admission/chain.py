@@ -50,6 +50,7 @@ from .priority import Priority
 from .rbac_escalation import RBACEscalation
 from .resource_quota import ResourceQuota
 from .service_account import ServiceAccount
+from .storage_protection import StorageObjectInUseProtection
 from .webhooks import MutatingAdmissionWebhook, ValidatingAdmissionWebhook
 
 PLUGINS: dict[str, Factory] = {
@@ -63,6 +64,7 @@ PLUGINS: dict[str, Factory] = {
         Priority,
         DefaultTolerationSeconds,
         DefaultStorageClass,
+        StorageObjectInUseProtection,
         MutatingAdmissionWebhook,
         ValidatingAdmissionWebhook,
         ResourceQuota,

@@ -6,7 +6,10 @@ provisioner's helper pod, or Failed."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import pytest
 
 from controlplane.controllers.localpath import (
     BASE_DIR,
@@ -16,6 +19,11 @@ from controlplane.controllers.localpath import (
     helper_name,
 )
 from controlplane.controllers.persistentvolume import PersistentVolumeController
+from controlplane.controllers.volumeprotection import (
+    CLAIM_FINALIZER,
+    ClaimProtectionController,
+    VolumeProtectionController,
+)
 from kubelab.api import claims as c
 from kubelab.client import resource_for
 from tests.unit.client.conftest import eventually
@@ -58,6 +66,18 @@ def local_path_class(cluster: Cluster, mode: str = c.WAIT_FOR_FIRST_CONSUMER) ->
         "reclaimPolicy": "Delete",
     }
     return cluster.create(CLASSES, body)
+
+
+def run_storage_controllers(harness: Harness) -> None:
+    """The binder, the provisioner and the protection controllers, built before the
+    informers they share start."""
+    for controller in (
+        PersistentVolumeController(harness.ctx),
+        LocalPathProvisioner(harness.ctx),
+        ClaimProtectionController(harness.ctx),
+        VolumeProtectionController(harness.ctx),
+    ):
+        harness.run(controller)
 
 
 def phase_of(cluster: Cluster, resource: Any, namespace: str, name: str) -> str:
@@ -105,7 +125,7 @@ def test_released_volumes_are_retained_or_fail_to_delete_without_a_provisioner(
         "namespace": "ns", "name": "b"})  # fmt: skip
     claim(cluster, "a", storageClassName="")
     claim(cluster, "b", storageClassName="")
-    harness.run(PersistentVolumeController(harness.ctx))
+    run_storage_controllers(harness)
     eventually(lambda: phase_of(cluster, CLAIMS, "ns", "a") == "Bound")
     eventually(lambda: phase_of(cluster, CLAIMS, "ns", "b") == "Bound")
     assert cluster.get(CLAIMS, "ns", "a")["spec"]["volumeName"] == "kept"
@@ -150,9 +170,7 @@ def test_a_selected_node_gets_a_local_path_volume_deleted_by_a_helper_pod(
     new_object(cluster, NODES, "n1")
     local_path_class(cluster)
     made = claim(cluster, "data", storageClassName="standard")
-    both = PersistentVolumeController(harness.ctx), LocalPathProvisioner(harness.ctx)
-    for controller in both:  # built before the informers start: they share them
-        harness.run(controller)
+    run_storage_controllers(harness)
     eventually(lambda: "WaitForFirstConsumer" in reasons(cluster, "data"))
 
     # What the scheduler does once a pod of the claim has a node.
@@ -182,7 +200,14 @@ def test_a_selected_node_gets_a_local_path_volume_deleted_by_a_helper_pod(
     helper["status"] = {"phase": "Succeeded"}
     cluster.admin.update_status(PODS, helper)
     eventually(lambda: not cluster.exists(VOLUMES, "", name))
-    eventually(lambda: not cluster.exists(PODS, HELPER_NAMESPACE, helper_name(name)))
+
+    def helper_deleted() -> bool:  # gone, or going once its (absent) kubelet confirms
+        if not cluster.exists(PODS, HELPER_NAMESPACE, helper_name(name)):
+            return True
+        found = cluster.get(PODS, HELPER_NAMESPACE, helper_name(name))
+        return bool(found["metadata"].get("deletionTimestamp"))
+
+    eventually(helper_deleted)
 
 
 def test_an_immediate_local_path_claim_cannot_be_provisioned(
@@ -190,12 +215,33 @@ def test_an_immediate_local_path_claim_cannot_be_provisioned(
 ) -> None:
     local_path_class(cluster, "Immediate")
     claim(cluster, "now", storageClassName="standard")
-    both = PersistentVolumeController(harness.ctx), LocalPathProvisioner(harness.ctx)
-    for controller in both:  # built before the informers start: they share them
-        harness.run(controller)
+    run_storage_controllers(harness)
     eventually(lambda: "ExternalProvisioning" in reasons(cluster, "now"))
     eventually(
         lambda: any(
             "configuration error, no node was specified" in m for m in messages(cluster, "now")
         )
     )
+
+
+def test_a_claim_in_use_is_deleted_only_once_its_pod_is_gone(
+    cluster: Cluster, harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "kubelab.controllers")
+    host_path_volume(cluster, "used", "1Gi", storageClassName="")
+    made = claim(cluster, "data", storageClassName="")
+    assert CLAIM_FINALIZER in made["metadata"]["finalizers"]
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    new_object(cluster, PODS, "user", spec={"nodeName": "n1", "volumes": volumes})
+    run_storage_controllers(harness)
+    eventually(lambda: phase_of(cluster, CLAIMS, "ns", "data") == "Bound")
+
+    cluster.delete(CLAIMS, "ns", "data")
+    cluster.delete(VOLUMES, "", "used")  # bound: kept too
+    eventually(lambda: "is still used by ns/user" in caplog.text)
+    assert cluster.get(CLAIMS, "ns", "data")["metadata"].get("deletionTimestamp")
+    assert phase_of(cluster, VOLUMES, "", "used") == "Bound"
+
+    cluster.confirm(PODS, "ns", "user")
+    eventually(lambda: not cluster.exists(CLAIMS, "ns", "data"))
+    eventually(lambda: not cluster.exists(VOLUMES, "", "used"))
