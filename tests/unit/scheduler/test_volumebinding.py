@@ -1,8 +1,8 @@
 """The scheduler's VolumeBinding against the real apiserver, with the persistent-volume
 controller and the local-path provisioner running beside it: a pod whose claim waits for
 its first consumer gets a node, the claim that node (selected-node) and a volume there;
-a pod whose claim's volume lives on one node goes to that node; a hand-made volume is
-bound to the pod's claim where the pod goes; a pod that no node can serve says why."""
+a pod whose claim's hand-made volume lives on one node goes to that node; a pod that no
+node can serve says why."""
 
 from __future__ import annotations
 
@@ -116,22 +116,62 @@ def test_a_waiting_claim_is_provisioned_where_its_first_pod_goes_and_keeps_it_th
         assert node_of(storage, f"again-{n}") == node
 
 
-def test_a_hand_made_volume_on_one_node_takes_the_pod_there(storage: Cluster) -> None:
+def volume_on(cluster: Cluster, name: str, node: str, class_name: str) -> None:
     term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
-                                  "values": ["n2"]}]}  # fmt: skip
+                                  "values": [node]}]}  # fmt: skip
     new_object(
-        storage,
+        cluster,
         VOLUMES,
-        "local-n2",
+        name,
         spec={
             "capacity": {"storage": "5Gi"},
             "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "standard",
-            "hostPath": {"path": "/mnt/local-n2"},
+            "storageClassName": class_name,
+            "local": {"path": f"/mnt/{name}"},
             "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
         },
     )
-    claim(storage, "static")
+
+
+def test_a_waiting_claim_binds_a_local_volume_where_the_pod_can_go(storage: Cluster) -> None:
+    """Kubernetes' local volumes: a class without a provisioner that waits for the
+    first consumer; the scheduler picks the node that has a volume, then binds it."""
+    body = {
+        "apiVersion": CLASSES.api_version,
+        "kind": CLASSES.kind,
+        "metadata": {"name": "local-storage"},
+        "provisioner": c.NO_PROVISIONER,
+        "volumeBindingMode": c.WAIT_FOR_FIRST_CONSUMER,
+    }
+    storage.create(CLASSES, body)
+    volume_on(storage, "disk-n3", "n3", "local-storage")
+    claim(storage, "local", storageClassName="local-storage")
+    pod_with(storage, "user", "local")
+    eventually(lambda: node_of(storage, "user"))
+    assert node_of(storage, "user") == "n3"
+    bound = storage.get(CLAIMS, "ns", "local")
+    assert (bound["spec"]["volumeName"], bound["status"]["phase"]) == ("disk-n3", "Bound")
+
+    # Its one volume taken, the class has nothing for a second claim anywhere.
+    claim(storage, "more", storageClassName="local-storage")
+    pod_with(storage, "second", "more")
+    eventually(lambda: "find available persistent volumes" in failed_scheduling(storage, "second"))
+
+
+def failed_scheduling(cluster: Cluster, pod: str) -> str:
+    events = cluster.admin.list(EVENTS, "ns")["items"]
+    return " ".join(
+        e["message"]
+        for e in events
+        if e["involvedObject"]["name"] == pod and e["reason"] == "FailedScheduling"
+    )
+
+
+def test_a_hand_made_volume_on_one_node_takes_the_pod_there(storage: Cluster) -> None:
+    volume_on(storage, "local-n2", "n2", "")
+    # No class: the controller binds the claim at once; the pod waits for that (unbound
+    # immediate claim), then follows the volume.
+    claim(storage, "static", storageClassName="")
     pod_with(storage, "user", "static")
     eventually(lambda: node_of(storage, "user"))
     assert node_of(storage, "user") == "n2"
@@ -143,14 +183,13 @@ def test_a_pod_no_node_can_serve_says_why(storage: Cluster) -> None:
     pod_with(storage, "stuck", "nowhere")
     pod_with(storage, "orphan", "missing")
 
-    def reasons(pod: str) -> str:
-        events = storage.admin.list(EVENTS, "ns")["items"]
-        return " ".join(
-            e["message"]
-            for e in events
-            if e["involvedObject"]["name"] == pod and e["reason"] == "FailedScheduling"
+    eventually(
+        lambda: (
+            "pod has unbound immediate PersistentVolumeClaims"
+            in failed_scheduling(storage, "stuck")
         )
-
-    eventually(lambda: "pod has unbound immediate PersistentVolumeClaims" in reasons("stuck"))
-    eventually(lambda: 'persistentvolumeclaim "missing" not found' in reasons("orphan"))
+    )
+    eventually(
+        lambda: 'persistentvolumeclaim "missing" not found' in failed_scheduling(storage, "orphan")
+    )
     assert not node_of(storage, "stuck")
