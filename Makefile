@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_DIR ?= .lab
 
-.PHONY: help venv images lint typecheck test test-fast soak bench bench-idle up down status stop start verify up-local down-local status-local clean
+.PHONY: help venv images lint typecheck test test-fast soak bench bench-idle bench-storage up down status stop start verify up-local down-local status-local clean
 
 help:
 	@echo "make up        bring up the Docker lab (3 control-plane nodes behind haproxy, 2 workers; CONFIG=cluster.yaml) and print how to use kubectl"
@@ -23,6 +23,7 @@ help:
 	@echo "make images    build the node and workload images (cached by their inputs)"
 	@echo "make bench     run the benchmarks in bench/ and print their figures"
 	@echo "make bench-idle  the running lab's CPU at rest, 300 s (make up first)"
+	@echo "make bench-storage  a claim Bound + its pod Running on the running lab (make up first)"
 
 # Real etcd 3.4 (Debian's etcd-server) is the store's oracle in differential tests and
 # its peer in benchmarks.
@@ -93,6 +94,9 @@ bench: $(STAMP)
 
 bench-idle: $(STAMP)
 	$(BIN)/python -m bench.idle --prefix kubelab-$(LAB_NAME)
+
+bench-storage: $(STAMP)
+	$(BIN)/python -m bench.storage --kubeconfig $(LAB_DIR)/admin.conf
 
 CONFIG ?=
 up: $(STAMP)

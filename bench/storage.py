@@ -15,6 +15,7 @@ Run it against a running lab (`make up`, or `labctl up` of a small one) whose co
 the kubeconfig names, with busybox present on its nodes (any pod of it run once):
 
     python -m bench.storage [--kubeconfig FILE] [--context NAME] [--samples 20]
+    make bench-storage      (the lab of `make up`)
 
 Samples run one after another; the namespace made for them is deleted at the end,
 which releases the volumes (the provisioner's helper pods then remove the directories).
