@@ -105,6 +105,8 @@ class CycleState:
         self._data: dict[str, Any] = {}
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        self.skip_pre_bind: set[str] = set()
+        """Pre-bind plugins with nothing to write for this pod (no span, no call)."""
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value

@@ -73,6 +73,7 @@ FILTER_ATTRIBUTE = "kubelab.scheduler.filter"
 SCORE_ATTRIBUTE = "kubelab.scheduler.score"
 EVALUATED_ATTRIBUTE = "kubelab.scheduler.nodes.evaluated"
 FEASIBLE_ATTRIBUTE = "kubelab.scheduler.nodes.feasible"
+PLUGIN_ATTRIBUTE = "kubelab.scheduler.plugin"
 TRACED_SCORES = 20
 """The best-scored nodes whose scores a `Scheduler.score` span carries (module
 docstring)."""
@@ -376,13 +377,20 @@ class Framework:
         return SUCCESS
 
     def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """Every pre-bind plugin, in order, up to the first that fails."""
+        """Every pre-bind plugin with something to write, in order, up to the first that
+        fails; each is a span `Scheduler.preBind` (its writes, and its wait for what
+        they set off, such as a claim's volume, are in it)."""
         with self._timed("PreBind") as outcome:
             for plugin in self.pre_bind:
-                status = plugin.pre_bind(state, pod, node)
-                if not status.ok and status.code != Code.SKIP:
-                    outcome[0] = "Unschedulable" if status.rejected else "Error"
-                    return status.by(plugin.name)
+                if plugin.name in state.skip_pre_bind:
+                    continue
+                with self.tracer.start_as_current_span("Scheduler.preBind") as span:
+                    span.set_attribute(PLUGIN_ATTRIBUTE, plugin.name)
+                    status = plugin.pre_bind(state, pod, node)
+                    if not status.ok and status.code != Code.SKIP:
+                        span.set_status(trace.Status(trace.StatusCode.ERROR, status.message()))
+                        outcome[0] = "Unschedulable" if status.rejected else "Error"
+                        return status.by(plugin.name)
         return SUCCESS
 
     def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:

@@ -26,7 +26,8 @@ Tracing (docs/architecture.md, "Tracing"): each attempt at a pod is `Scheduler.q
 (from the moment the pod was queued until the cycle took it) and `Scheduler.schedule`
 (the cycle: the pod, `kubelab.scheduler.node` the node chosen, the result), with the
 framework's `Scheduler.filter` and `Scheduler.score` (`runtime`), `Scheduler.postFilter`
-(preemption) and, in the binding pool, `Scheduler.bind`, whose request carries its
+(preemption) and, in the binding pool, `Scheduler.bind` (with a `Scheduler.preBind` per
+pre-bind plugin that writes, such as VolumeBinding's), whose request carries its
 `traceparent`: the apiserver keeps it on the bound pod, and the kubelet continues it.
 The cycle continues the pod's trace (`kubelab.tracing.extract`) rather than linking to
 it: a cycle is about one pod, and the chain from the Deployment to the containers is

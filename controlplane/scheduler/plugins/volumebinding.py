@@ -104,6 +104,7 @@ class VolumeBinding:
         names = c.pod_claims(pod.pod)
         if not names:
             state.skip_filter.add(NAME)
+            state.skip_pre_bind.add(NAME)
             return SKIP
         namespace = (pod.pod.get("metadata") or {}).get("namespace", "")
         found = _PodVolumes()
@@ -169,6 +170,7 @@ class VolumeBinding:
         found: _PodVolumes | None = state.read(NAME)
         info = self._snapshot.get(node_name)
         if found is None or not found.unbound or info is None:
+            state.skip_pre_bind.add(NAME)
             return SUCCESS
         decisions = self._decide(found.unbound, info.node)
         if decisions is None:
