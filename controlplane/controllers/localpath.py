@@ -18,7 +18,8 @@ then creates the PersistentVolume `pvc-<claim uid>`:
 
 A claim that cannot be provisioned gets a ProvisioningFailed Event saying why (no node
 selected under an `Immediate` class, an unknown node, an access mode a node directory
-cannot give).
+cannot give); where a node had been selected, the annotation is taken off, so that the
+scheduler, waiting for the volume, schedules the pod anew.
 
 Deleting. A volume of ours that is Released with reclaim policy Delete has its
 directory removed by a helper pod on its node (`helper-<volume>` in kube-system,
@@ -170,14 +171,15 @@ class LocalPathProvisioner:
             return None
         node = self._nodes.indexer.get(node_name)
         if node is None:
-            self._failed(claim, storage_class, f'nodes "{node_name}" not found')
-            return RESYNC
+            self._failed(claim, storage_class, f'nodes "{node_name}" not found', reschedule=True)
+            return None
         modes = set((claim.get("spec") or {}).get("accessModes") or [])
         if not modes <= ACCESS_MODES:
             self._failed(
                 claim,
                 storage_class,
                 "NodePath only supports ReadWriteOnce and ReadWriteOncePod access modes",
+                reschedule=True,
             )
             return None
         self._events.event(
@@ -205,7 +207,12 @@ class LocalPathProvisioner:
         )
         return None
 
-    def _failed(self, claim: Object, storage_class: Object, why: str) -> None:
+    def _failed(
+        self, claim: Object, storage_class: Object, why: str, reschedule: bool = False
+    ) -> None:
+        """Say why; with `reschedule`, also take the selected node off the claim, so
+        the scheduler, waiting for the volume, tries its pod again (external-
+        provisioner's reschedule on a final error)."""
         class_name = storage_class["metadata"]["name"]
         log.warning("cannot provision a volume for %s: %s", described(claim), why)
         self._events.event(
@@ -214,6 +221,10 @@ class LocalPathProvisioner:
             "ProvisioningFailed",
             f'failed to provision volume with StorageClass "{class_name}": {why}',
         )
+        if reschedule:
+            meta = claim["metadata"]
+            patch = {"metadata": {"annotations": {c.SELECTED_NODE: None}}}
+            self._client.patch(CLAIMS, meta["name"], patch, meta["namespace"])
 
     @staticmethod
     def _volume(

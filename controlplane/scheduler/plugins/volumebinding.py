@@ -20,7 +20,9 @@ kube-scheduler's VolumeBinding plugin does it.
   bind), a claim to provision gets `volume.kubernetes.io/selected-node` (the
   provisioner makes its volume on that node); then it waits until every claim is
   Bound, for at most `BIND_TIMEOUT` (kube-scheduler's bindTimeoutSeconds), so that the
-  kubelet finds the volume when the pod arrives.
+  kubelet finds the volume when the pod arrives. A provisioner that cannot make the
+  volume there takes the annotation off again: the wait ends at once, and the pod is
+  scheduled anew (with back-off), as kube-scheduler does.
 """
 
 from __future__ import annotations
@@ -197,14 +199,25 @@ class VolumeBinding:
         found: _PodVolumes | None = state.read(NAME)
         if found is None or not found.decisions:
             return SUCCESS
+        written: dict[str, int] = {}
+        """Claims to provision: key -> the resourceVersion our annotation made."""
         try:
             for claim, volume in found.decisions:
-                self._write(pod, claim, volume, node_name)
+                version = self._write(pod, claim, volume, node_name)
+                if version is not None:
+                    written[c.claim_key(claim)] = version
         except (StatusError, ServerUnreachable) as exc:
             return error(f"binding volumes of {pod.key}: {exc}")
         keys = [c.claim_key(claim) for claim, _ in found.decisions]
         deadline = time.monotonic() + BIND_TIMEOUT
         while not all(self._bound(key) for key in keys):
+            for key, version in written.items():
+                if self._node_reset(key, version):
+                    return error(
+                        f"binding volumes of {pod.key}: selectedNode annotation reset for "
+                        f"PVC {key} (its provisioner could not make a volume on {node_name}: "
+                        "see the claim's events)"
+                    )
             if time.monotonic() > deadline:
                 return error(f"binding volumes of {pod.key}: timed out waiting for the condition")
             time.sleep(BIND_POLL)
@@ -214,7 +227,11 @@ class VolumeBinding:
                     self._held.pop(volume["metadata"]["name"], None)
         return SUCCESS
 
-    def _write(self, pod: PodInfo, claim: Object, volume: Object | None, node_name: str) -> None:
+    def _write(
+        self, pod: PodInfo, claim: Object, volume: Object | None, node_name: str
+    ) -> int | None:
+        """Reserve `volume` for the claim, or ask for one on the node (then the
+        resourceVersion of the claim so annotated)."""
         meta = claim["metadata"]
         if volume is None:
             patch: dict[str, Any] = {"metadata": {"annotations": {c.SELECTED_NODE: node_name}}}
@@ -227,7 +244,7 @@ class VolumeBinding:
                 written["metadata"].get("resourceVersion"),
                 node_name,
             )
-            return
+            return int(written["metadata"]["resourceVersion"])
         patch = {
             "metadata": {"annotations": {c.BOUND_BY_CONTROLLER: "yes"}},
             "spec": {"claimRef": c.claim_ref(claim)},
@@ -244,6 +261,16 @@ class VolumeBinding:
             written["metadata"].get("uid"),
             written["metadata"].get("resourceVersion"),
         )
+        return None
+
+    def _node_reset(self, key: str, version: int) -> bool:
+        """Whether the claim, changed after our annotation, no longer has it: its
+        provisioner gave up on that node (external-provisioner's reschedule)."""
+        claim = self._claims.indexer.get(key)
+        if claim is None:
+            return True
+        newer = int(claim["metadata"].get("resourceVersion") or 0) > version
+        return newer and not c.annotations_of(claim).get(c.SELECTED_NODE)
 
     def _bound(self, key: str) -> bool:
         claim = self._claims.indexer.get(key)

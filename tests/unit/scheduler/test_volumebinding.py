@@ -193,3 +193,18 @@ def test_a_pod_no_node_can_serve_says_why(storage: Cluster) -> None:
         lambda: 'persistentvolumeclaim "missing" not found' in failed_scheduling(storage, "orphan")
     )
     assert not node_of(storage, "stuck")
+
+
+def test_a_claim_the_provisioner_refuses_sends_its_pod_back_with_the_reason(
+    storage: Cluster,
+) -> None:
+    claim(storage, "shared", accessModes=["ReadWriteMany"])
+    pod_with(storage, "user", "shared")
+
+    def claim_says() -> str:
+        events = storage.admin.list(EVENTS, "ns")["items"]
+        return " ".join(e["message"] for e in events if e["involvedObject"]["name"] == "shared")
+
+    eventually(lambda: "NodePath only supports ReadWriteOnce" in claim_says())
+    eventually(lambda: "selectedNode annotation reset" in failed_scheduling(storage, "user"))
+    assert not node_of(storage, "user")
