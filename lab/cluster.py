@@ -9,6 +9,10 @@ A small YAML file describes the cluster, like kind's:
       - role: control-plane
       - role: worker
       - role: worker
+    networking:                          # optional
+      loadBalancerPool: 10.250.254.0/24  # LoadBalancer Services' addresses (a CIDR or
+                                         # first-last); default: the lab network's
+                                         # 10.N.254.0/24, N chosen at `up`
 
 `up` is a list of actions, each printed as it starts and with its time when done:
 build the images (through `lab.images`, skipped when current), start the lab's
@@ -38,6 +42,7 @@ which `down` removes them.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import shutil
@@ -52,6 +57,7 @@ from typing import Protocol
 
 import yaml
 
+from controlplane.controllers.servicelb import AddressRange
 from kubelab.client import (
     KubeconfigError,
     RestClient,
@@ -64,7 +70,7 @@ from lab import haproxy, kubeconfigs
 from lab.images import BUSYBOX_IMAGE, NGINX_IMAGE, PAUSE_IMAGE, Builder
 from lab.inventory import InventoryHost, write_files
 from lab.labadm.layout import API_PORT
-from lab.nodes import LAB_LABEL, Node, NodeCluster
+from lab.nodes import LAB_LABEL, SUBNET_CANDIDATES, Addressing, Node, NodeCluster
 from lab.registry import Registry
 from lab.ssh import ClusterKeys, Machine, SSHShell, authorize_docker_node
 
@@ -92,6 +98,8 @@ class LabError(RuntimeError):
 class ClusterConfig:
     name: str
     roles: tuple[str, ...]
+    load_balancer_pool: str = ""
+    """`networking.loadBalancerPool`; empty: the default of the lab's network."""
 
     @classmethod
     def parse(cls, doc: object, source: str = "the cluster config") -> ClusterConfig:
@@ -115,7 +123,25 @@ class ClusterConfig:
                 "even number tolerates no more failures than one fewer (the store's quorum)",
                 file=sys.stderr,
             )
-        return cls(name, roles)
+        networking = doc.get("networking") or {}
+        if not isinstance(networking, dict):
+            raise LabError(f"{source}: networking must be a mapping")
+        pool = str(networking.get("loadBalancerPool") or "")
+        if pool:
+            _lab_subnet(pool, source)
+        return cls(name, roles, pool)
+
+    @property
+    def subnets(self) -> tuple[str, ...]:
+        """Where the lab's network may go: the subnet of a configured pool, else any
+        free one."""
+        if self.load_balancer_pool:
+            return (_lab_subnet(self.load_balancer_pool, "the cluster config"),)
+        return SUBNET_CANDIDATES
+
+    def pool(self, addressing: Addressing) -> str:
+        """The LoadBalancer addresses of a lab on `addressing`."""
+        return self.load_balancer_pool or str(addressing.load_balancer_range)
 
     @property
     def control_planes(self) -> int:
@@ -129,6 +155,29 @@ class ClusterConfig:
             return cls.parse(yaml.safe_load(path.read_text()), str(path))
         except (OSError, yaml.YAMLError) as exc:
             raise LabError(f"cannot read the cluster config {path}: {exc}") from None
+
+
+def _lab_subnet(pool: str, source: str) -> str:
+    """The lab network a `loadBalancerPool` needs (the host reaches the pool's
+    addresses over it); a LabError saying what to choose if it fits none."""
+    try:
+        addresses = AddressRange.parse(pool)
+    except ValueError as exc:
+        raise LabError(f"{source}: networking.loadBalancerPool: {exc}") from None
+    subnet = ipaddress.IPv4Network(f"{addresses.first}/16", strict=False)
+    nodes = Addressing(subnet).node_range
+    if str(subnet) not in SUBNET_CANDIDATES or addresses.last not in subnet:
+        raise LabError(
+            f"{source}: networking.loadBalancerPool {pool} must lie in one of the lab "
+            f"networks {SUBNET_CANDIDATES[0]} ... {SUBNET_CANDIDATES[-1]}, e.g. "
+            f"10.250.254.0/24"
+        )
+    if addresses.last >= nodes.network_address:
+        raise LabError(
+            f"{source}: networking.loadBalancerPool {pool} overlaps {nodes}, where Docker "
+            f"gives the nodes their addresses: choose addresses below {nodes.network_address}"
+        )
+    return str(subnet)
 
 
 class NodeShell(Protocol):
@@ -289,7 +338,7 @@ class Lab:
     def _start(self, names: list[str]) -> None:
         assert self.nodes is not None
         registry = self.registry = Registry(
-            self.prefix, self.nodes.create_network(), self.builder.client
+            self.prefix, self.nodes.create_network(self.config.subnets), self.builder.client
         )
         registry.start(self.nodes.network_name)
         print(f"   registry at {registry.ip}", flush=True)
@@ -360,6 +409,7 @@ class Lab:
             *LABADM, "init", f"--apiserver-advertise-address={node.ip}",
             f"--node-name={node.name}", f"--image={image}",
             f"--pod-network-cidr={self.nodes.addressing.subnet}",
+            f"--load-balancer-ip-range={self.config.pool(self.nodes.addressing)}",
         ]  # fmt: skip
         if self.config.control_planes > 1:
             argv += [f"--control-plane-endpoint={self.endpoint}", "--upload-certs"]
@@ -449,6 +499,9 @@ class Lab:
             print(f"  {node.name:<10} {role:<14} {node.ip:<15} container {node.container_name}")
         if self.registry is not None:
             print(f"  {'registry':<10} {'mirror':<14} {self.registry.ip:<15} {self.registry.url}")
+        if self.nodes.addressing is not None:
+            pool = self.config.pool(self.nodes.addressing)
+            print(f"  LoadBalancer Services' addresses: {pool}")
         server = f"https://{self.endpoint or f'{self.nodes.nodes[0].ip}:{API_PORT}'}"
         merged = kubeconfigs.merge(self.kubeconfig, self.config.name)
         context = kubeconfigs.context_name(self.config.name)

@@ -80,6 +80,13 @@ class Addressing:
         """The host's address on the network (the bridge): where nodes reach the host."""
         return str(self.node_range.broadcast_address - 1)
 
+    @property
+    def load_balancer_range(self) -> ipaddress.IPv4Network:
+        """The default pool of LoadBalancer Services' addresses: the /24 below the
+        nodes'. Docker's IPAM hands out only the nodes' /24, and node IPAM leaves the
+        pool out of the pod ranges."""
+        return list(self.subnet.subnets(new_prefix=24))[-2]
+
     def node_ip(self, index: int) -> str:
         if not 0 <= index < 200:
             raise ValueError(f"node index {index} out of range 0..199")

@@ -4,12 +4,16 @@
                          finds one, then the pod's service account)
 --cluster-cidr CIDR      the pods' addresses: traffic to a ClusterIP from outside it
                          is masqueraded (default 10.244.0.0/16)
+--hostname-override NAME this node (default: the hostname): it holds its share of the
+                         LoadBalancer addresses (agents.proxy.announce)
 --resync SECONDS         rewrite the rules this often even without changes (30)
 --cleanup                remove kube-proxy's chains and jumps, then exit
 --tracing-endpoint URL   send spans (OTLP/HTTP) there, e.g. the lab's collector; default:
                          OTEL_EXPORTER_OTLP_ENDPOINT, else off. A sync that changes
                          caused is `Proxy.sync`, with a `Proxy.syncRules` per changed
-                         Service or EndpointSlice, linked to its writer (kubelab.nodeagent)
+                         Service or EndpointSlice, linked to its writer (kubelab.nodeagent);
+                         the LoadBalancer addresses' sync is `Proxy.announce`, with a
+                         `Proxy.announceAddresses` per changed Service or Node
 -v N                     4 and more: debug logs
 """
 
@@ -24,6 +28,7 @@ import threading
 
 from prometheus_client import CollectorRegistry
 
+from agents.proxy.announce import Announcer
 from agents.proxy.proxier import Proxier
 from kubelab import tracing
 from kubelab.client import RestClient, SharedInformer, load_config, resource_for
@@ -31,12 +36,14 @@ from kubelab.nodeagent import SyncLoop, SyncTracing
 
 SERVICES = resource_for("v1", "Service")
 ENDPOINT_SLICES = resource_for("discovery.k8s.io/v1", "EndpointSlice")
+NODES = resource_for("v1", "Node")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents.proxy", description=__doc__)
     parser.add_argument("--kubeconfig")
     parser.add_argument("--cluster-cidr", default="10.244.0.0/16")
+    parser.add_argument("--hostname-override", default=socket.gethostname())
     parser.add_argument("--resync", type=float, default=30.0)
     parser.add_argument("--cleanup", action="store_true")
     tracing.add_flags(parser)
@@ -47,12 +54,15 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     proxier = Proxier(args.cluster_cidr)
+    announcer = Announcer(args.hostname_override)
     if args.cleanup:
         proxier.cleanup()
+        announcer.cleanup()
         return 0
     client = RestClient(load_config(args.kubeconfig), user_agent="kubelab-proxy")
     services = SharedInformer(client, SERVICES)
     slices = SharedInformer(client, ENDPOINT_SLICES)
+    nodes = SharedInformer(client, NODES)
     # No /metrics yet: the counters of dropped spans go to a registry nobody reads.
     traced = tracing.setup(
         "kube-proxy", socket.gethostname(), CollectorRegistry(), args.tracing_endpoint
@@ -67,15 +77,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     loop.watch(services)
     loop.watch(slices)
+    announce = SyncLoop(
+        "announce",
+        lambda: announcer.sync(services.indexer.list(), nodes.indexer.list()),
+        resync=args.resync,
+        sync_tracing=(
+            SyncTracing(traced.tracer, "Proxy.announce", "Proxy.announceAddresses")
+            if traced.enabled
+            else None
+        ),
+    )
+    announce.watch(services)
+    announce.watch(nodes)
     stop = threading.Event()
     for signo in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signo, lambda *_: stop.set())
     services.start(stop)
     slices.start(stop)
+    nodes.start(stop)
+    announcing = threading.Thread(
+        target=announce.run, args=([services, nodes], stop), name="announce", daemon=True
+    )
+    announcing.start()
     logging.getLogger("kubelab.proxy").info(
         "kube-proxy: watching Services and EndpointSlices at %s", client.config.server
     )
     loop.run([services, slices], stop)
+    announcing.join()
     client.close()
     traced.shutdown()
     return 0

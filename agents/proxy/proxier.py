@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from agents.proxy.rules import FIXED_CHAINS, JUMPS, SEP_PREFIX, SVC_PREFIX, generate, service_ports
+from agents.proxy.rules import FIXED_CHAINS, JUMPS, OWN_PREFIXES, generate, service_ports
 from kubelab.client import Object
 from kubelab.iptables import Iptables, Runner, run_command
 
@@ -25,11 +25,7 @@ class Proxier:
 
     def _our_chains(self) -> dict[str, list[str]]:
         return {
-            table: [
-                name
-                for name in self.iptables.chains(table)
-                if name.startswith((SVC_PREFIX, SEP_PREFIX))
-            ]
+            table: [name for name in self.iptables.chains(table) if name.startswith(OWN_PREFIXES)]
             for table in ("nat", "filter")
         }
 

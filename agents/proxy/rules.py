@@ -17,10 +17,19 @@ kube-proxy's, so what `iptables-save` shows on a node reads as it does on a real
   the Service) for masquerade, records the client for affinity, and DNATs.
 * `KUBE-NODEPORTS`: the service's nodePort on any local address, marked for masquerade
   (the reply must come back through this node), then to the service's chain.
+* A LoadBalancer Service's ingress addresses (`status.loadBalancer.ingress[].ip`, with
+  `ipMode` VIP or unset, whoever set them): a rule in `KUBE-SERVICES` per address and
+  port, to `KUBE-EXT-<hash>`, which marks the packet for masquerade and goes on to the
+  service's chain. So whichever node the lab network delivers the address's packets to
+  (the one holding it, `agents.proxy.announce`), and a pod on any node, reaches the
+  endpoints, as with real kube-proxy.
 * `KUBE-MARK-MASQ` sets the mark 0x4000; `KUBE-POSTROUTING` (from POSTROUTING)
   masquerades marked packets.
 * filter `KUBE-SERVICES` (from OUTPUT and FORWARD, new connections) rejects a service
   port that has no ready endpoint, as kube-proxy does, instead of letting it time out;
+  filter `KUBE-EXTERNAL-SERVICES` (from INPUT and FORWARD) does it for its load-balancer
+  addresses, which are local to the node holding one (INPUT, not FORWARD, sees those:
+  else a port the node itself listens on, its sshd's, would answer);
   filter `KUBE-FORWARD` accepts marked packets, which dockerd's FORWARD policy would
   drop.
 
@@ -44,10 +53,17 @@ NODEPORTS = "KUBE-NODEPORTS"
 POSTROUTING = "KUBE-POSTROUTING"
 MARK_MASQ = "KUBE-MARK-MASQ"
 FORWARD = "KUBE-FORWARD"
+EXTERNAL_SERVICES = "KUBE-EXTERNAL-SERVICES"
 SVC_PREFIX = "KUBE-SVC-"
+EXT_PREFIX = "KUBE-EXT-"
 SEP_PREFIX = "KUBE-SEP-"
 # Chains synced in every transaction; per-service chains come and go.
-FIXED_CHAINS = {"nat": [SERVICES, NODEPORTS, POSTROUTING, MARK_MASQ], "filter": [SERVICES, FORWARD]}
+FIXED_CHAINS = {
+    "nat": [SERVICES, NODEPORTS, POSTROUTING, MARK_MASQ],
+    "filter": [SERVICES, EXTERNAL_SERVICES, FORWARD],
+}
+OWN_PREFIXES = (SVC_PREFIX, EXT_PREFIX, SEP_PREFIX)
+"""The per-service chains, which come and go with their Services and endpoints."""
 JUMPS = (
     Jump("nat", "PREROUTING", SERVICES, comment="kubernetes service portals"),
     Jump("nat", "OUTPUT", SERVICES, comment="kubernetes service portals"),
@@ -67,6 +83,20 @@ JUMPS = (
         "kubernetes service portals",
     ),
     Jump("filter", "FORWARD", FORWARD, comment="kubernetes forwarding rules"),
+    Jump(
+        "filter",
+        "INPUT",
+        EXTERNAL_SERVICES,
+        ("-m", "conntrack", "--ctstate", "NEW"),
+        "kubernetes externally-visible service portals",
+    ),
+    Jump(
+        "filter",
+        "FORWARD",
+        EXTERNAL_SERVICES,
+        ("-m", "conntrack", "--ctstate", "NEW"),
+        "kubernetes externally-visible service portals",
+    ),
 )
 DEFAULT_AFFINITY_SECONDS = 10800
 
@@ -98,6 +128,7 @@ class ServicePort:
     port: int
     node_port: int = 0
     affinity_seconds: int = 0
+    load_balancer_ips: list[str] = field(default_factory=list)
     endpoints: list[Endpoint] = field(default_factory=list)
 
     @property
@@ -110,6 +141,10 @@ class ServicePort:
     def svc_chain(self) -> str:
         return chain_name(SVC_PREFIX, self.id, self.protocol)
 
+    @property
+    def ext_chain(self) -> str:
+        return chain_name(EXT_PREFIX, self.id, self.protocol)
+
     def sep_chain(self, endpoint: Endpoint) -> str:
         return chain_name(SEP_PREFIX, self.id, self.protocol, str(endpoint))
 
@@ -117,6 +152,20 @@ class ServicePort:
 def _ready(endpoint: Object) -> bool:
     # A missing `ready` means ready (the field's documented default).
     return endpoint.get("conditions", {}).get("ready") is not False
+
+
+def load_balancer_ips(service: Object) -> list[str]:
+    """The IPv4 ingress addresses of a LoadBalancer Service that kube-proxy answers for:
+    those whose `ipMode` is VIP (the default); `Proxy` ones are a load balancer's own to
+    answer, with the node as its backend."""
+    if (service.get("spec") or {}).get("type") != "LoadBalancer":
+        return []
+    ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    return sorted(
+        str(i["ip"])
+        for i in ingress
+        if i.get("ip") and ":" not in str(i["ip"]) and i.get("ipMode", "VIP") == "VIP"
+    )
 
 
 def service_ports(services: Iterable[Object], slices: Iterable[Object]) -> list[ServicePort]:
@@ -140,6 +189,7 @@ def service_ports(services: Iterable[Object], slices: Iterable[Object]) -> list[
             config = spec.get("sessionAffinityConfig", {}).get("clientIP", {})
             affinity = int(config.get("timeoutSeconds", DEFAULT_AFFINITY_SECONDS))
         slices_of = by_service.get((meta["namespace"], meta["name"]), [])
+        lb_ips = load_balancer_ips(svc)
         for port in spec.get("ports", []):
             sp = ServicePort(
                 namespace=meta["namespace"],
@@ -150,6 +200,7 @@ def service_ports(services: Iterable[Object], slices: Iterable[Object]) -> list[
                 port=int(port["port"]),
                 node_port=int(port.get("nodePort", 0) or 0),
                 affinity_seconds=affinity,
+                load_balancer_ips=lb_ips,
             )
             seen: set[Endpoint] = set()
             for eps in slices_of:
@@ -213,7 +264,7 @@ def generate(
     )
     for table, names in (existing or {}).items():
         for name in names:
-            ours = name.startswith((SVC_PREFIX, SEP_PREFIX))
+            ours = name.startswith(OWN_PREFIXES)
             if ours and name not in t.chains.get(table, []):
                 t.delete(table, name)
     return t
@@ -231,6 +282,9 @@ def _service(t: Tables, sp: ServicePort, cluster_cidr: str) -> None:
         if sp.node_port:
             nodeport = [*match, "--dport", str(sp.node_port), "-m", "addrtype", "--dst-type"]
             t.add("filter", SERVICES, *no_endpoints, *nodeport, "LOCAL", *reject)
+        for ip in sp.load_balancer_ips:
+            external = [*match, "-d", f"{ip}/32", "--dport", str(sp.port)]
+            t.add("filter", EXTERNAL_SERVICES, *no_endpoints, *external, *reject)
         return
     svc = sp.svc_chain
     t.chain("nat", svc)
@@ -242,6 +296,16 @@ def _service(t: Tables, sp: ServicePort, cluster_cidr: str) -> None:
             "nat", NODEPORTS, *port_comment, *match, "--dport", str(sp.node_port), "-j", MARK_MASQ
         )
         t.add("nat", NODEPORTS, *port_comment, *match, "--dport", str(sp.node_port), "-j", svc)
+    if sp.load_balancer_ips:
+        ext = sp.ext_chain
+        t.chain("nat", ext)
+        lb_comment = ["-m", "comment", "--comment", f"{sp.id} loadbalancer IP"]
+        for ip in sp.load_balancer_ips:
+            external = [*match, "-d", f"{ip}/32", "--dport", str(sp.port)]
+            t.add("nat", SERVICES, *lb_comment, *external, "-j", ext)
+        masq_comment = f"masquerade traffic for {sp.id} external destinations"
+        t.add("nat", ext, "-m", "comment", "--comment", masq_comment, "-j", MARK_MASQ)
+        t.add("nat", ext, "-j", svc)
     seps = [(endpoint, sp.sep_chain(endpoint)) for endpoint in sp.endpoints]
     if sp.affinity_seconds:
         for endpoint, sep in seps:

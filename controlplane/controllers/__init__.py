@@ -18,5 +18,6 @@ controller, or per pair of closely related ones:
 * `certificates`: kubelet CSRs approved and signed, expired bootstrap tokens removed;
 * `bootstrapsigner`: `kube-public/cluster-info` signed with the bootstrap tokens;
 * `job`, `cronjob`: Jobs run to completion, CronJobs' schedules, TTL after finished;
-* `resourcequota`: quotas' status.used; `disruption`: disruption budgets' status.
+* `resourcequota`: quotas' status.used; `disruption`: disruption budgets' status;
+* `servicelb`: LoadBalancer Services' addresses from the lab's pool.
 """

@@ -50,6 +50,8 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
     --concurrent-{endpoint,service-endpoint,job,cron-job,resource-quota}-syncs N   5
     --job-pod-failure-backoff      kubelab's own: 10s, Kubernetes' fixed back-off
                                    before a Job replaces a failed pod (tests shorten it)
+    --load-balancer-ip-range RANGE kubelab's own: the addresses LoadBalancer Services get
+                                   (a CIDR or first-last; none: they stay pending)
     --tracing-endpoint URL         send spans (OTLP/HTTP) there, e.g. the lab's collector;
                                    default: OTEL_EXPORTER_OTLP_ENDPOINT, else off
                                    (controllers.base, "Tracing")
@@ -74,9 +76,10 @@ ttl-after-finished-controller (ttl-after-finished), cronjob-controller (cronjob)
 resourcequota-controller (resourcequota), disruption-controller (disruption),
 persistentvolume-binder-controller (persistentvolume-binder),
 persistentvolumeclaim-protection-controller (pvc-protection),
-persistentvolume-protection-controller (pv-protection) and kubelab's
-local-path-provisioner (the StorageClass `standard`'s volumes: k3s runs it as a
-Deployment; here it is a controller, as it needs no more than the API).
+persistentvolume-protection-controller (pv-protection),
+service-lb-controller (service) and kubelab's local-path-provisioner (the StorageClass
+`standard`'s volumes: k3s runs it as a Deployment; here it is a controller, as it needs
+no more than the API).
 
 Leadership. Several controller-managers may run for availability, but only the holder
 of the Lease kube-system/kube-controller-manager runs controllers: two garbage
@@ -140,6 +143,7 @@ from . import (
     replicaset,
     resourcequota,
     serviceaccounts,
+    servicelb,
     statefulset,
     volumeprotection,
 )
@@ -182,6 +186,7 @@ CONTROLLERS: dict[str, Callable[[ControllerContext], Controller]] = {
     localpath.NAME: localpath.LocalPathProvisioner,
     volumeprotection.CLAIM_PROTECTION: volumeprotection.ClaimProtectionController,
     volumeprotection.VOLUME_PROTECTION: volumeprotection.VolumeProtectionController,
+    servicelb.NAME: servicelb.ServiceLBController,
 }
 """Every controller, by the name `--controllers` takes, in the order they are started."""
 
@@ -224,6 +229,7 @@ ALIASES = {
     "persistentvolume-binder": persistentvolume.NAME,
     "pvc-protection": volumeprotection.CLAIM_PROTECTION,
     "pv-protection": volumeprotection.VOLUME_PROTECTION,
+    "service": servicelb.NAME,
 }
 """The names kube-controller-manager used before its controllers' names ended in
 "-controller"; it still accepts them."""
@@ -311,6 +317,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--max-endpoints-per-slice", type=int, default=endpointslice.MAX_ENDPOINTS_PER_SLICE
     )
+    # kubelab's own: the cloud's part of the service controller (controllers.servicelb).
+    p.add_argument("--load-balancer-ip-range", type=servicelb.address_range)
     tracing.add_flags(p)
     p.add_argument("-v", "--v", type=int, default=2, help="log verbosity (0-5)")
     return p.parse_args(argv)

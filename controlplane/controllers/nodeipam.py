@@ -18,6 +18,11 @@ just after the last one given, as Kubernetes' cidrset does, so a range freed a m
 ago is not the next one handed out, and a lingering route to the old node cannot catch
 the new one's traffic.
 
+The blocks holding LoadBalancer Services' addresses (`--load-balancer-ip-range`, which
+the Docker lab takes from the pod network's range) are marked taken from the start, as
+Kubernetes' range allocator takes the blocks of the service range when it lies in the
+cluster range: no node's pods may get those addresses.
+
 A full range is a Warning Event `CIDRNotAvailable` on the node ("Node x status is now:
 CIDRNotAvailable", as Kubernetes words it), with what to do; the node is retried with
 back-off, and at once when a deleted node frees a range.
@@ -114,6 +119,21 @@ class CIDRSet:
         self.used += 1
         return True
 
+    def reserve(self, first: ipaddress.IPv4Address, last: ipaddress.IPv4Address) -> None:
+        """Mark taken every block holding an address from `first` to `last`."""
+        if self.cluster.version != 4:
+            return
+        for network in ipaddress.summarize_address_range(first, last):
+            if not network.overlaps(self.cluster):
+                continue
+            if network.prefixlen > self.mask:
+                blocks = [network.supernet(new_prefix=self.mask)]
+            else:
+                blocks = list(network.subnets(new_prefix=self.mask))
+            for block in blocks:
+                if block.subnet_of(self.cluster):
+                    self.occupy(block)
+
     def release(self, cidr: IPNetwork) -> None:
         """Mark `cidr` free (freeing a free block does nothing)."""
         index = self._index(cidr)
@@ -183,6 +203,9 @@ class NodeIpamController:
         self._tracer = ctx.tracer
         settings = Settings.from_args(ctx.args)
         self._set = settings.cidr_set()
+        lb_range = getattr(ctx.args, "load_balancer_ip_range", None)
+        if lb_range is not None:
+            self._set.reserve(lb_range.first, lb_range.last)
         self._lock = threading.Lock()
         self._client = ctx.client_for(NAME)
         self._events = EventRecorder(self._client, "node-ipam-controller")

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from controlplane.controllers import servicelb
 from kubelab import pki
 from kubelab.client import KubeconfigError, ServerUnreachable, StatusError
 from lab.images import NODE_IMAGE
@@ -58,6 +59,13 @@ def parser() -> argparse.ArgumentParser:
         q.add_argument("--node-name", default="")
         q.add_argument("--pod-network-cidr", default="10.244.0.0/16")
         q.add_argument("--service-cidr", default="10.96.0.0/12")
+        q.add_argument(
+            "--load-balancer-ip-range",
+            default="",
+            type=load_balancer_ip_range,
+            help="addresses for LoadBalancer Services, a CIDR or first-last on the nodes' "
+            "network (default: none, they stay pending)",
+        )
         q.add_argument("--image", default=NODE_IMAGE, help="image of the control-plane pods")
         q.add_argument("--token", default="", help="the bootstrap token (default: a new one)")
         q.add_argument("--dry-run", action="store_true", help="write to a temporary folder")
@@ -114,6 +122,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def load_balancer_ip_range(text: str) -> str:
+    """`--load-balancer-ip-range`, checked here rather than by a controller-manager
+    that would not start."""
+    if text:
+        servicelb.address_range(text)
+    return text
+
+
 def tracing_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tracing-endpoint",
@@ -138,6 +154,7 @@ def run(args: argparse.Namespace) -> None:
             image=args.image,
             pod_subnet=args.pod_network_cidr,
             service_cidr=args.service_cidr,
+            load_balancer_ip_range=args.load_balancer_ip_range,
             dry_run=args.dry_run,
             token=args.token,
             control_plane_endpoint=args.control_plane_endpoint,

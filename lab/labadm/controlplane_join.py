@@ -111,6 +111,7 @@ def download_certs(data: JoinData) -> None:
     # The controller-manager's flags need the cluster's ranges now, before TLS bootstrap.
     data.pod_subnet = plane.pod_subnet = settings.get("podSubnet", plane.pod_subnet)
     plane.service_cidr = settings.get("serviceSubnet", plane.service_cidr)
+    plane.load_balancer_ip_range = settings.get("loadBalancerIPRange", "")
 
 
 def own_certs(data: JoinData) -> None:

@@ -28,6 +28,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from agents.proxy.announce import EXCLUDE_LABEL as EXCLUDE_FROM_LB_LABEL
 from kubelab import pki
 from kubelab.client import RestClient, StatusError, load_config, resource_for
 from lab.labadm import certs_upload, dns, storage, tokens
@@ -63,6 +64,9 @@ class InitData:
     image: str
     pod_subnet: str = "10.244.0.0/16"
     service_cidr: str = SERVICE_CIDR
+    load_balancer_ip_range: str = ""
+    """The controller-manager's `--load-balancer-ip-range` (controllers.servicelb);
+    empty: LoadBalancer Services stay pending."""
     dry_run: bool = False
     token: str = ""
     wait_timeout: float = 300.0
@@ -464,6 +468,11 @@ def controller_manager_pod(data: InitData) -> dict[str, Any]:
             f"--cluster-cidr={data.pod_subnet}",
             f"--cluster-signing-cert-file={p}/ca.crt",
             f"--cluster-signing-key-file={p}/ca.key",
+            *(
+                [f"--load-balancer-ip-range={data.load_balancer_ip_range}"]
+                if data.load_balancer_ip_range
+                else []
+            ),
             *tracing_flags(data.tracing_endpoint),
         ],
         {"k8s-certs": data.layout.pki, "kubeconfig": data.layout.etc},
@@ -638,6 +647,7 @@ def upload_config(data: InitData) -> None:
         "controlPlaneEndpoint": data.server.removeprefix("https://"),
         "podSubnet": data.pod_subnet,
         "serviceSubnet": data.service_cidr,
+        "loadBalancerIPRange": data.load_balancer_ip_range,
     }
     tokens.upload_cluster_config(data.client(), settings)
 
@@ -727,9 +737,13 @@ def cluster_admins(data: InitData) -> None:
 
 
 def mark_control_plane(data: InitData) -> None:
-    label, taint = CONTROL_PLANE_LABEL, f"{CONTROL_PLANE_LABEL}:NoSchedule"
+    """kubeadm's labels (the role, and no LoadBalancer addresses held here while a
+    worker can: `agents.proxy.announce`) and taint."""
+    taint = f"{CONTROL_PLANE_LABEL}:NoSchedule"
     say(
-        "mark-control-plane", f'Marking the node {data.node_name} as control-plane: label "{label}"'
+        "mark-control-plane",
+        f"Marking the node {data.node_name} as control-plane by adding the labels: "
+        f"[{CONTROL_PLANE_LABEL} {EXCLUDE_FROM_LB_LABEL}]",
     )
     say("mark-control-plane", f"Marking the node {data.node_name} with the taint [{taint}]")
     if data.dry_run:
@@ -751,7 +765,10 @@ def mark_control_plane(data: InitData) -> None:
     client.patch(
         NODES,
         data.node_name,
-        {"metadata": {"labels": {CONTROL_PLANE_LABEL: ""}}, "spec": {"taints": taints}},
+        {
+            "metadata": {"labels": {CONTROL_PLANE_LABEL: "", EXCLUDE_FROM_LB_LABEL: ""}},
+            "spec": {"taints": taints},
+        },
     )
 
 

@@ -145,3 +145,61 @@ def test_a_deleted_services_chains_are_deleted_in_the_same_transaction() -> None
     assert f"-X {gone}" in lines
     # Only our per-service chains: dockerd's and the fixed ones stay.
     assert "-X DOCKER" not in lines and "-X KUBE-SERVICES" not in lines
+
+
+def load_balancer(name: str, *ingress: dict[str, str], **spec: Any) -> dict[str, Any]:
+    ports = [{"name": "http", "port": 80, "nodePort": 30080}]
+    body = service(name, type="LoadBalancer", ports=ports, **spec)
+    body["status"] = {"loadBalancer": {"ingress": list(ingress)}}
+    return body
+
+
+def test_a_load_balancer_address_goes_through_the_external_chain_to_the_service() -> None:
+    svc_object = load_balancer("nginx", {"ip": "10.250.254.1", "ipMode": "VIP"})
+    lines = rules_of([svc_object], [slice_("nginx", ("10.244.0.5", True))])
+    svc = chain_name("KUBE-SVC-", "web/nginx:http", "TCP")
+    ext = chain_name("KUBE-EXT-", "web/nginx:http", "TCP")
+    assert ext.removeprefix("KUBE-EXT-") == svc.removeprefix("KUBE-SVC-")
+    to_ext = (
+        '-A KUBE-SERVICES -m comment --comment "web/nginx:http loadbalancer IP" -p tcp -m tcp '
+        f"-d 10.250.254.1/32 --dport 80 -j {ext}"
+    )
+    assert f":{ext} - [0:0]" in lines
+    # Before the last rule of KUBE-SERVICES (the node ports of local addresses, which
+    # the address is on the node holding it).
+    nat_services = [line for line in lines if line.startswith("-A KUBE-SERVICES")]
+    assert nat_services.index(to_ext) < len(nat_services) - 1
+    ext_rules = [line for line in lines if line.startswith(f"-A {ext}")]
+    assert ext_rules == [
+        f'-A {ext} -m comment --comment "masquerade traffic for web/nginx:http external '
+        'destinations" -j KUBE-MARK-MASQ',
+        f"-A {ext} -j {svc}",
+    ]
+
+
+def test_only_vip_addresses_of_load_balancers_are_answered() -> None:
+    proxied = load_balancer("proxied", {"ip": "10.250.254.2", "ipMode": "Proxy"})
+    unset = load_balancer("unset", {"ip": "10.250.254.3"}, {"hostname": "lb.example.org"})
+    changed = load_balancer("changed", {"ip": "10.250.254.4"})
+    changed["spec"]["type"] = "ClusterIP"  # its status not cleared yet
+    ports = service_ports([proxied, unset, changed], [])
+    assert {p.name: p.load_balancer_ips for p in ports} == {
+        "proxied": [],
+        "unset": ["10.250.254.3"],
+        "changed": [],
+    }
+
+
+def test_a_load_balancer_without_endpoints_is_rejected_on_input_too() -> None:
+    lines = rules_of([load_balancer("nginx", {"ip": "10.250.254.1"})], [])
+    assert (
+        '-A KUBE-EXTERNAL-SERVICES -m comment --comment "web/nginx:http has no endpoints" '
+        "-p tcp -m tcp -d 10.250.254.1/32 --dport 80 -j REJECT --reject-with "
+        "icmp-port-unreachable"
+    ) in lines
+    assert not any(line.startswith(":KUBE-EXT-") for line in lines)
+
+
+def test_a_stale_external_chain_is_deleted() -> None:
+    gone = chain_name("KUBE-EXT-", "web/old:http", "TCP")
+    assert f"-X {gone}" in rules_of([], [], existing={"nat": [gone]})

@@ -9,6 +9,7 @@ import ipaddress
 import pytest
 
 from controlplane.controllers.nodeipam import CIDRRangeFull, CIDRSet, check_settings
+from controlplane.controllers.servicelb import AddressRange
 
 
 def net(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
@@ -54,6 +55,24 @@ def test_the_search_starts_after_the_last_block_given() -> None:
         "10.0.3.0/24",
         "10.0.0.0/24",
     ]
+
+
+@pytest.mark.parametrize(
+    ("pool", "left"),
+    [
+        ("10.0.2.10-10.0.2.20", ["10.0.0.0/24", "10.0.1.0/24", "10.0.3.0/24"]),
+        ("10.0.1.250-10.0.2.5", ["10.0.0.0/24", "10.0.3.0/24"]),
+        ("10.0.0.0/23", ["10.0.2.0/24", "10.0.3.0/24"]),
+        ("192.0.2.0/24", ["10.0.0.0/24", "10.0.1.0/24", "10.0.2.0/24", "10.0.3.0/24"]),
+    ],
+)
+def test_the_load_balancer_pool_is_never_a_nodes_range(pool: str, left: list[str]) -> None:
+    cidrs = CIDRSet(net("10.0.0.0/22"), 24)
+    addresses = AddressRange.parse(pool)
+    cidrs.reserve(addresses.first, addresses.last)
+    assert [str(cidrs.allocate_next()) for _ in left] == left
+    with pytest.raises(CIDRRangeFull):
+        cidrs.allocate_next()
 
 
 def test_occupied_blocks_are_skipped_and_occupying_twice_is_noticed() -> None:
