@@ -3,18 +3,22 @@ merged it into the (temporary) user kubeconfig: `kubectl create deployment nginx
 --image=nginx:1.21 --replicas=3` pulls through the lab's registry mirror and spreads
 over the workers, a deleted pod is replaced; apply with a change and a rollout; get,
 logs, exec, top, `get -w`, delete; a Service reaches nginx by DNS name (the cluster DNS
-add-on) from a pod on another node."""
+add-on) from a pod on another node; `kubectl expose --type=LoadBalancer` reaches it from
+this machine."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from controlplane.controllers.servicelb import AddressRange
 from lab.cluster import Lab
 from lab.kubeconfigs import context_name
 from tests.e2e.test_lab import KUBECTL
@@ -191,3 +195,33 @@ def test_a_service_reaches_nginx_by_dns_name_from_another_node(nginx: dict[str, 
 def _client_running() -> bool:
     phase = kubectl("get", "pod", "dns-client", "-o", "jsonpath={.status.phase}", check=False)
     return phase == "Running"
+
+
+def test_a_loadbalancer_service_is_reached_from_this_machine(
+    lab: Lab, nginx: dict[str, str]
+) -> None:
+    """`kubectl expose --type=LoadBalancer` gets an EXTERNAL-IP of the lab's pool, which
+    answers from this machine (the lab network's host side) on the Service's port; the
+    address goes with the Service."""
+    assert lab.nodes is not None and lab.nodes.addressing is not None
+    pool = AddressRange.parse(lab.config.pool(lab.nodes.addressing))
+    kubectl("expose", "deployment", "nginx", "--type=LoadBalancer", "--port=80", "--name=web-lb")
+    jsonpath = "jsonpath={.status.loadBalancer.ingress[0].ip}"
+    until(lambda: kubectl("get", "service", "web-lb", "-o", jsonpath), "an EXTERNAL-IP")
+    address = kubectl("get", "service", "web-lb", "-o", jsonpath)
+    assert ipaddress.IPv4Address(address) in pool
+    assert address in kubectl("get", "service", "web-lb")  # the EXTERNAL-IP column
+    until(lambda: "Welcome to nginx" in _fetch(address), f"nginx at http://{address}/")
+    kubectl("delete", "service", "web-lb")
+    until(
+        lambda: not any(address in n.sh("ip -4 -o addr show") for n in lab.nodes.nodes),
+        f"{address} released by every node",
+    )
+
+
+def _fetch(address: str) -> str:
+    try:
+        with urllib.request.urlopen(f"http://{address}/", timeout=3) as answer:
+            return str(answer.read().decode(errors="replace"))
+    except OSError:
+        return ""

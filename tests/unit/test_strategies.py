@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from controlplane.apiserver.strategies import Strategies, Strategy
+from controlplane.apiserver.strategies.core import drop_type_dependent_fields
 from kubelab.api.resources import RESOURCES, Resource, lookup
 
 Object = dict[str, Any]
@@ -104,3 +105,41 @@ def test_a_custom_kind_named_like_a_core_kind_gets_no_core_rules() -> None:
     strategy.default(obj)
     assert obj["spec"] == {}
     assert strategy.validate(obj) == []
+
+
+def _lb_spec(**changes: Any) -> dict[str, Any]:
+    spec = {
+        "type": "LoadBalancer",
+        "ports": [{"port": 80, "nodePort": 30080}],
+        "allocateLoadBalancerNodePorts": True,
+        "externalTrafficPolicy": "Cluster",
+    }
+    return {"spec": {**spec, **changes}}
+
+
+@pytest.mark.parametrize(
+    ("changes", "left"),
+    [
+        # kubectl patch of the type alone: what only a LoadBalancer had goes.
+        ({"type": "ClusterIP"}, {"type": "ClusterIP", "ports": [{"port": 80}]}),
+        (
+            {"type": "NodePort"},
+            {
+                "type": "NodePort",
+                "ports": [{"port": 80, "nodePort": 30080}],
+                "externalTrafficPolicy": "Cluster",
+            },
+        ),
+        # What the client changed is its own: validation judges it.
+        (
+            {"type": "ClusterIP", "ports": [{"port": 80, "nodePort": 30081}]},
+            {"type": "ClusterIP", "ports": [{"port": 80, "nodePort": 30081}]},
+        ),
+    ],
+)
+def test_a_service_type_change_drops_the_old_types_fields(
+    changes: dict[str, Any], left: dict[str, Any]
+) -> None:
+    new, old = _lb_spec(**changes), _lb_spec()
+    drop_type_dependent_fields(new, old)
+    assert new["spec"] == left

@@ -6,7 +6,8 @@
 * Namespace: a new namespace is Active; deleting one marks it Terminating (never removes
   it at once) and it stays while ``spec.finalizers`` names anyone (the namespace
   controller empties it, then removes its finalizer through ``namespaces/finalize``).
-* Service: status reset, and its writes take cluster IPs and node ports.
+* Service: status reset, and its writes take cluster IPs and node ports; a type change
+  drops the fields only the old type allowed.
 * PersistentVolume and PersistentVolumeClaim start Pending; ReplicationController's Scale
   selector is its plain label map.
 """
@@ -64,6 +65,47 @@ class NamespaceStrategy(Strategy):
 
 class ServiceStrategy(StatusResetStrategy):
     allocates = True
+
+    def prepare_for_update(self, new: Object, old: Object) -> None:
+        super().prepare_for_update(new, old)
+        drop_type_dependent_fields(new, old)
+
+
+NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
+
+
+def drop_type_dependent_fields(new: Object, old: Object) -> None:
+    """A Service's type change drops the fields only its old type allowed, where the
+    client left them as they were, as Kubernetes' service strategy does: so `kubectl
+    patch svc web -p '{"spec":{"type":"ClusterIP"}}'` is valid (the patched object still
+    holds the node ports, `allocateLoadBalancerNodePorts` and `externalTrafficPolicy`
+    the apiserver filled in for a LoadBalancer). A field the client changed is its to
+    keep, and validation says if the new type forbids it."""
+    spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    kind = spec.get("type") or "ClusterIP"
+    if kind == (old_spec.get("type") or "ClusterIP"):
+        return
+    ports, old_ports = spec.get("ports") or [], old_spec.get("ports") or []
+    if kind not in NODE_PORT_TYPES and [p.get("nodePort") for p in ports] == [
+        p.get("nodePort") for p in old_ports
+    ]:
+        for port in ports:
+            port.pop("nodePort", None)
+    unchanged = [f for f in _TYPE_DEPENDENT if f in spec and spec[f] == old_spec.get(f)]
+    external = kind in NODE_PORT_TYPES or bool(spec.get("externalIPs"))
+    for field in unchanged:
+        if kind != "LoadBalancer" and (field != "externalTrafficPolicy" or not external):
+            spec.pop(field)
+
+
+_TYPE_DEPENDENT = (
+    "allocateLoadBalancerNodePorts",
+    "loadBalancerClass",
+    "healthCheckNodePort",
+    "externalTrafficPolicy",
+)
+"""The fields a LoadBalancer Service may have that a ClusterIP one may not (and
+`externalTrafficPolicy` none but an externally reachable one)."""
 
 
 class PendingStrategy(Strategy):

@@ -95,13 +95,9 @@ def test_a_type_change_releases_the_address(cluster: Cluster, harness: Harness) 
     service(cluster, "waiting")
     eventually(lambda: events(cluster, "waiting", "AllocationFailed"))
 
-    web = cluster.get(SERVICES, "ns", "web")
-    web["spec"]["type"] = "ClusterIP"
-    for port in web["spec"]["ports"]:
-        port.pop("nodePort", None)
-    for field in ("allocateLoadBalancerNodePorts", "externalTrafficPolicy"):
-        web["spec"].pop(field, None)
-    cluster.update(SERVICES, web)
+    # As `kubectl patch svc web -p '{"spec":{"type":"ClusterIP"}}'` sends it: the
+    # apiserver drops the node ports and what only a LoadBalancer may have.
+    cluster.admin.patch(SERVICES, "web", {"spec": {"type": "ClusterIP"}}, "ns")
     eventually(lambda: address(cluster, "web") == [])
     assert cluster.get(SERVICES, "ns", "web")["status"]["loadBalancer"] == {}
     eventually(lambda: events(cluster, "web", "DeletedLoadBalancer"))
