@@ -91,6 +91,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.apiserver
 	$(BIN)/python -m bench.pods
 	$(BIN)/python -m bench.pods --runtime docker
+	$(BIN)/python -m bench.services
 
 bench-idle: $(STAMP)
 	$(BIN)/python -m bench.idle --prefix kubelab-$(LAB_NAME)

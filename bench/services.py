@@ -12,9 +12,15 @@ held (the pool is no larger than needed): what is timed then includes the releas
 
 Reported: create-to-assigned p50/p99 of both rounds, and the controller-manager's CPU
 per Service. The address's answering on the nodes (kube-proxy's rules, the node holding
-it) is not in this figure: it is kube-proxy's sync, measured with the proxy.
+it) is not in these figures.
 
-    python -m bench.services [--services 200] [--rate 20] [--markdown]
+The default pace, 5 Services per second, is under what the controller's own client may
+send: each Service costs it three writes (the status and two Events), and like each of
+kube-controller-manager's controllers it has `--kube-api-qps` 20 (burst 30) of its own,
+so about 6.7 Services per second is its sustained most; at `--rate 20` the Services
+queue behind that limit and wait seconds (docs/benchmarks.md has both).
+
+    python -m bench.services [--services 200] [--rate 5] [--markdown]
 """
 
 from __future__ import annotations
@@ -125,7 +131,7 @@ def round_(
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="bench.services", description=__doc__.split("\n")[0])
     p.add_argument("--services", type=int, default=200)
-    p.add_argument("--rate", type=float, default=20.0, help="Service creates per second")
+    p.add_argument("--rate", type=float, default=5.0, help="Service creates per second")
     p.add_argument("--markdown", action="store_true")
     args = p.parse_args(argv)
     network = ipaddress.IPv4Network("10.250.0.0/16")

@@ -36,7 +36,10 @@ def reset(layout: Layout, *, dry_run: bool = False) -> None:
             [NODE_IMAGE_PYTHON, "-m", "agents.network", "--cleanup"],
         ),
         ("Stopping kube-proxy", ["sv", "down", "kubelab-proxy"]),
-        ("Removing kube-proxy's chains", [NODE_IMAGE_PYTHON, "-m", "agents.proxy", "--cleanup"]),
+        (
+            "Removing kube-proxy's chains and LoadBalancer addresses",
+            [NODE_IMAGE_PYTHON, "-m", "agents.proxy", "--cleanup"],
+        ),
         (
             "Removing the containers the kubelet ran",
             ["sh", "-c", f"docker ps -aq --filter label={NODE} | xargs -r docker rm -f"],
