@@ -26,12 +26,17 @@ import binascii
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace
+
 from kubelab import fastjson, storeclient, tracing
 from kubelab.storeclient import Compare, Delete, Get, KVStore, Op, Put, TxnResult
+
+from . import traces
 
 log = logging.getLogger("kubelab.apiserver.storage")
 
@@ -187,23 +192,23 @@ class Storage:
     def _txn(
         self,
         operation: str,
-        key: str,
         compare: Sequence[Compare],
         ops: Sequence[Op],
         failure: Sequence[Op],
     ) -> TxnResult:
-        """One write transaction as the span `APIServer.store` (the key, the operation,
-        whether its compare held, the revision it made): the store client's request is
-        made inside it, so the store's spans continue this trace."""
-        with self.tracing.span(
-            "APIServer.store", {"kubelab.store.key": key, "kubelab.store.operation": operation}
-        ) as span:
-            res = self.client.txn(compare, ops, failure)
-            if span.is_recording():
-                span.set_attribute("kubelab.store.succeeded", res.succeeded)
-                if res.succeeded:
-                    span.set_attribute("kubelab.store.revision", res.header.revision)
-            return res
+        """One write transaction. While a request is traced, its outcome is an attribute
+        of the request's span rather than a span of its own (`traces.store_outcome`): the
+        store client's request is made in the request's context, so the store's spans
+        are that span's children."""
+        if not self.tracing.enabled:
+            return self.client.txn(compare, ops, failure)
+        span = trace.get_current_span()
+        if not span.is_recording():
+            return self.client.txn(compare, ops, failure)
+        started = time.perf_counter()
+        res = self.client.txn(compare, ops, failure)
+        traces.store_outcome(span, operation, res, time.perf_counter() - started)
+        return res
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -290,7 +295,7 @@ class Storage:
         keys = [(key, encode(obj)), *also]
         compare = [Compare.create(k, "=", 0) for k, _ in keys]
         puts: list[Op] = [Put(k.encode(), v) for k, v in keys]
-        res = self._txn("create", key, compare, puts, [])
+        res = self._txn("create", compare, puts, [])
         if not res.succeeded:
             taken = [k for k, _ in keys[1:] if self.client.get(k, count_only=True).count]
             raise KeyExists(taken[0] if taken else key)
@@ -313,7 +318,7 @@ class Storage:
         ops: list[Op] = [Put(key.encode(), encode(obj))]
         ops += [Put(k.encode(), v) for k, v in acquire]
         ops += [Delete(k.encode()) for k in release]
-        res = self._txn("update", key, compare, ops, [Get(key.encode())])
+        res = self._txn("update", compare, ops, [Get(key.encode())])
         if not res.succeeded:
             failed = self._failed(key, res)
             if (
@@ -333,7 +338,7 @@ class Storage:
             Delete(key.encode(), prev_kv=True),
             *(Delete(k.encode()) for k in also),
         ]
-        res = self._txn("delete", key, compare, deletes, [Get(key.encode())])
+        res = self._txn("delete", compare, deletes, [Get(key.encode())])
         if not res.succeeded:
             raise self._failed(key, res)
         deleted = res.responses[0]

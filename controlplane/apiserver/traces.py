@@ -7,16 +7,27 @@ else the root of a new trace: the apiserver starts the trace of a request that b
 none. The steps of the request chain that do no I/O of their own are attributes of that
 span rather than spans: authentication (`enduser.id`), authorization (the decision and
 the rule that allowed it), each admission plugin with its time and, if it refused, its
-verdict (`admission/chain.py`), validation's time (`step`), and the response (its status
-code; its encoding is the span's end). A span costs the SDK some 40 us of CPU to make and
-50 us to encode for export, and each attribute some 8 us more: a span per step, a dozen
-per write, cost more than the 5 % of a request's CPU tracing may, for steps of a few
-microseconds each (docs/architecture.md, "Tracing"). The steps that call out are children:
-`APIServer.store` (the store transaction, with its revision; the store client's request
-is made inside it, so it carries this context on to the store) and `APIServer.proxy
-<subresource>` for the live-data requests served by a kubelet. The watch cache's
-delivery of a write's event is `WatchCache.dispatch`, in the writer's trace
-(`watchcache`).
+verdict (`admission/chain.py`), validation's time (`step`), the store transaction
+(`store_outcome`: its operation, revision and time) and the response (its status code;
+its encoding is the span's end). A span costs the SDK some 20-40 us of CPU to make and
+15 us to encode for export, and each attribute some 6 us more (docs/benchmarks.md,
+"Tracing off and on"): a span per step, a dozen per write, would cost many times the 5 %
+of a request's CPU tracing may, for steps of a few microseconds each. The store
+transaction is no span either: the store client's request is made in the request span's
+context, so the store's own spans (`Store.txn`, `Raft.*`) are that span's children and
+show the transaction's path, where a span of the apiserver's between them would only
+repeat its time. The steps that call a kubelet are children: `APIServer.proxy
+<subresource>` for the live-data requests. The watch cache's delivery of a write's event
+is `WatchCache.dispatch`, in the writer's trace (`watchcache`): it happens after the
+request, in the watch cache's thread.
+
+**Routine requests are not traced** (`routine`): the health checks (`/healthz`,
+`/readyz`, `/livez` and their checks, `/metrics`: haproxy's probe, the kubelets' probes
+of the static pods, Prometheus' scrapes) and the reads and renewals of Leases (`get`,
+`update`, `patch` of `leases`: every node's heartbeat, every leader's renewal) make no
+span unless the client sent a `traceparent`: an idle lab would otherwise make a trace
+per probe and heartbeat, dozens a second, burying the traces of what a user did. A
+client's sampled `traceparent` (a user's `curl` with one, a test) is still honoured.
 
 The request's context is the current OpenTelemetry context while the request runs, so
 the registry stamps it on what the request writes (`tracing.inject`), and every child
@@ -41,6 +52,7 @@ from opentelemetry.trace import Status, StatusCode
 from werkzeug.datastructures import Headers
 
 from kubelab import tracing
+from kubelab.storeclient import TxnResult
 
 from .requestinfo import RequestInfo
 
@@ -57,13 +69,27 @@ GROUP = "k8s.request.group"
 DECISION = "kubelab.authorization.decision"
 REASON = "kubelab.authorization.reason"
 PLUGIN = "kubelab.admission.plugin"
-STORE_KEY = "kubelab.store.key"
 STORE_OPERATION = "kubelab.store.operation"
 STORE_REVISION = "kubelab.store.revision"
 STORE_SUCCEEDED = "kubelab.store.succeeded"
+STORE_SECONDS = "kubelab.store.duration_seconds"
 VALIDATION_SECONDS = "kubelab.validation.duration_seconds"
 WATCHERS = "kubelab.watch.watchers"
 EVENT_TYPE = "k8s.event.type"
+
+
+ROUTINE_PATHS = ("/healthz", "/readyz", "/livez", "/metrics")
+"""Non-resource paths not traced without a client's context (module docstring), each
+with its sub-paths (`/readyz/etcd`)."""
+ROUTINE_LEASE_VERBS = frozenset({"get", "update", "patch"})
+
+
+def routine(info: RequestInfo) -> bool:
+    """Whether the request is a health check, a scrape, or a Lease's read or renewal:
+    traced only in a client's trace (module docstring)."""
+    if not info.is_resource:
+        return any(info.path == p or info.path.startswith(p + "/") for p in ROUTINE_PATHS)
+    return info.resource == "leases" and info.verb in ROUTINE_LEASE_VERBS
 
 
 def span_name(info: RequestInfo) -> str:
@@ -111,9 +137,10 @@ def begin(
     """Start the request's span and make its context current; None when there is no
     context to keep (tracing off and no `traceparent` from the client)."""
     parent = propagate.extract(headers) if "traceparent" in headers else None
-    if not traced.enabled:
-        if parent is None:
+    if parent is None:
+        if not traced.enabled or routine(info):
             return None
+    elif not traced.enabled:
         return RequestSpan(None, otel_context.attach(parent))
     attributes = {
         METHOD: method,
@@ -169,6 +196,20 @@ def step(traced: tracing.Tracing, key: str) -> AbstractContextManager[None]:
     an attribute of the request span, `key`, rather than a span of its own (module
     docstring); while tracing is off, nothing is timed."""
     return _Step(key) if traced.enabled else _UNTIMED
+
+
+def store_outcome(span: trace.Span, operation: str, result: TxnResult, seconds: float) -> None:
+    """A store transaction's outcome on the request's (recording) span: the operation,
+    whether its compare held, the revision it made, its seconds (module docstring). A
+    request that retries a transaction (an update on a conflict) keeps the last's."""
+    attributes: dict[str, str | bool | int | float] = {
+        STORE_OPERATION: operation,
+        STORE_SUCCEEDED: result.succeeded,
+        STORE_SECONDS: seconds,
+    }
+    if result.succeeded:
+        attributes[STORE_REVISION] = result.header.revision
+    span.set_attributes(attributes)
 
 
 def describe(obj: object) -> None:

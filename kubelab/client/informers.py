@@ -63,7 +63,10 @@ Tracing: an informer given a `tracer` makes each watch event's notification a sp
 trace of the write that caused it (`kubelab.tracing.extract`), so a controller's trace
 shows when the change reached it. A relist's notifications are not traced one by one:
 they are the cache catching up, caused by no one write, and a controller-manager
-starting up would otherwise send a span per object in the cluster.
+starting up would otherwise send a span per object in the cluster. Nor is the event of
+an object that carries no trace context: its write was not traced (a Lease's renewal,
+which the apiserver leaves untraced, or a writer outside any trace), and a span of the
+informer's own would start a trace per heartbeat in an idle cluster.
 """
 
 from __future__ import annotations
@@ -720,12 +723,14 @@ class SharedInformer:
     @contextlib.contextmanager
     def _event_span(self, event: str, obj: Object) -> Iterator[None]:
         """The span of one watch event's notification (module docstring); none without
-        a tracer, nothing but the span when it is not recording."""
-        if self._tracer is None:
+        a tracer or for an object that carries no trace context, nothing but the span
+        when it is not recording."""
+        context = tracing.extract(obj)
+        if self._tracer is None or not trace.get_current_span(context).get_span_context().is_valid:
             yield
             return
         with self._tracer.start_as_current_span(
-            "Informer.event", context=tracing.extract(obj), kind=trace.SpanKind.CONSUMER
+            "Informer.event", context=context, kind=trace.SpanKind.CONSUMER
         ) as span:
             if span.is_recording():
                 span.set_attributes(tracing.object_attributes(obj, self.resource.kind))

@@ -33,6 +33,7 @@ from tests.conftest import new_namespace
 CONFIG_MAPS = resource_for("v1", "ConfigMap")
 NODES = resource_for("v1", "Node")
 PODS = resource_for("v1", "Pod")
+LEASES = resource_for("coordination.k8s.io/v1", "Lease")
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN_ID = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-01"
@@ -110,12 +111,10 @@ def test_a_create_with_traceparent_is_the_clients_child_with_the_chain_as_its_ch
     assert attributes["k8s.request.resource"] == "configmaps"
     assert attributes[tracing.OBJECT_UID] == created.metadata.uid
     assert attributes["http.response.status_code"] == 201
-    # The steps without I/O of their own are attributes of the request span, in the
-    # chain's order; the store transaction, which calls the store, is its child (and so
-    # is the watch cache's dispatch of the event, the child of the context written).
-    steps = children(spans, span)
-    assert "APIServer.store" in steps
-    assert set(steps) <= {"APIServer.store", "WatchCache.dispatch"}
+    # The steps are attributes of the request span, the store transaction's included;
+    # its one child is the watch cache's dispatch of the event, the child of the context
+    # written.
+    assert set(children(spans, span)) <= {"WatchCache.dispatch"}
     assert attributes["enduser.id"] == ADMIN
     assert attributes["kubelab.authorization.decision"] == "allow"
     assert attributes["kubelab.authorization.reason"] == "system:masters"
@@ -128,10 +127,10 @@ def test_a_create_with_traceparent_is_the_clients_child_with_the_chain_as_its_ch
     assert all(re.fullmatch(r"\w+ \d+us", plugin) for plugin in mutating + validating)
     assert not any(key.endswith(".rejection") for key in attributes)
     assert attributes["kubelab.validation.duration_seconds"] >= 0
-    stored = next(s for s in spans if s.name == "APIServer.store" and s.parent == span.context)
-    assert (stored.attributes or {})["kubelab.store.revision"] == int(
-        created.metadata.resource_version
-    )
+    assert attributes["kubelab.store.operation"] == "create"
+    assert attributes["kubelab.store.succeeded"] is True
+    assert attributes["kubelab.store.revision"] == int(created.metadata.resource_version)
+    assert attributes["kubelab.store.duration_seconds"] > 0
     # The object keeps the request's context: what reacts to it continues this trace.
     traceparent = created.metadata.annotations[tracing.TRACEPARENT_ANNOTATION]
     assert span.context is not None
@@ -248,7 +247,7 @@ def test_a_status_write_keeps_the_context_of_the_desired_state(
     spans = finished(env, exporter)
     span = request_span(spans, "APIServer.update pods/status", "web")
     assert (span.attributes or {})["k8s.request.subresource"] == "status"
-    assert "APIServer.store" in children(spans, span)
+    assert (span.attributes or {})["kubelab.store.operation"] == "update"
 
 
 class _Kubelet(BaseHTTPRequestHandler):
@@ -311,3 +310,39 @@ def test_a_log_request_reaches_the_kubelet_in_its_trace(
     assert _Kubelet.traceparents[0].startswith(
         f"00-{hex_trace(span)}-{proxied[0].context.span_id:016x}-"
     )
+
+
+def test_health_checks_and_lease_renewals_are_traced_only_in_a_clients_trace(
+    env: Environment, exporter: InMemorySpanExporter, admin: RestClient
+) -> None:
+    ns = new_namespace(env, "traced-routine")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "heartbeat"},
+        "spec": {"holderIdentity": "node-a", "leaseDurationSeconds": 40},
+    }
+    created = admin.create(LEASES, lease, ns)  # a Lease's creation is traced
+    finished(env, exporter)
+    exporter.clear()
+    renewed = admin.update(
+        LEASES, {**created, "spec": {**created["spec"], "holderIdentity": "node-b"}}
+    )
+    admin.get(LEASES, "heartbeat", ns)
+    for path in ("/healthz", "/readyz", "/readyz/etcd", "/livez", "/metrics"):
+        admin.request("GET", path)
+    # No request span; and the renewal stamped no context, so its event has no dispatch
+    # span either (those seen here are of the earlier, traced writes).
+    assert [s.name for s in finished(env, exporter) if s.name.startswith("APIServer.")] == []
+    assert tracing.TRACEPARENT_ANNOTATION not in (renewed["metadata"].get("annotations") or {})
+
+    # A client that sends its sampled context is traced all the same.
+    with env.server.tracing.span("client") as client_span:
+        admin.request("GET", "/readyz")
+        admin.update(LEASES, renewed)
+    names = {
+        s.name
+        for s in finished(env, exporter)
+        if s.parent is not None and s.parent.span_id == client_span.get_span_context().span_id
+    }
+    assert names == {"APIServer.get /readyz", "APIServer.update leases"}
