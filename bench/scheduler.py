@@ -36,8 +36,21 @@ second by kind. After the run: CPU per pod bound per component (CPU-seconds over
 bound, which the shared machine's load distorts less than wall time does) and the
 apiserver's requests per pod by kind.
 
+With `--tracing` it measures instead what tracing costs the scheduler (issue 23: at most
+5 % fewer pods/s): on the same cluster, the scheduler is restarted without tracing and
+then with `--tracing-endpoint` pointing at a real collector process (as
+`bench.apiserver --tracing` does), and each setting places `--batch` pods of the app
+(created as fast as 16 writers go, so pods/s is the most the scheduler binds), for
+`--rounds` rounds, the order of the two settings swapped every round as the cluster
+fills and the machine's other load drifts. Only the scheduler traces: the apiserver and
+the hollow kubelets stay as they are, so the difference is the scheduler's spans (the
+queue wait, the cycle with every node's filter verdicts and the top scores, the bind)
+and their export. Each batch prints its pods/s and the scheduler's CPU per pod, then
+the ratio on/off of the rounds' sums.
+
     python -m bench.scheduler [--nodes 500] [--deployment 3000] [--bare 2000]
                               [--rate PODS_PER_S] [--markdown]
+    python -m bench.scheduler --tracing [--nodes 500] [--batch 1000] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -59,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cpu_seconds
+from bench.apiserver import start_collector
 from kubelab.api.podscheduling import pod_requests, required_node_affinity_matches, resource_list
 from kubelab.client import RestClient, load_config, resource_for
 from lab.localplane import LocalControlPlane
@@ -284,11 +298,9 @@ def run(args: argparse.Namespace) -> int:
             line = hollow.stdout.readline()
             if not line.startswith("ready"):
                 raise SystemExit(f"the hollow nodes did not start: {line!r}")
-            deadline = time.monotonic() + 60
-            while scheduler_metric(plane, 'scheduler_cache_size{type="nodes"}') < args.nodes:
-                if time.monotonic() > deadline:
-                    raise SystemExit("the scheduler did not see every node within 60 s")
-                time.sleep(0.5)
+            wait_for_nodes(plane, args.nodes)
+            if args.tracing:
+                return measure_tracing(args, plane)
             return measure(args, plane, hollow)
         finally:
             if hollow is not None:
@@ -301,9 +313,9 @@ def run(args: argparse.Namespace) -> int:
             plane.stop()
 
 
-def measure(
-    args: argparse.Namespace, plane: LocalControlPlane, hollow: subprocess.Popen[str]
-) -> int:
+def bench_namespace(plane: LocalControlPlane) -> RestClient:
+    """The admin's client, once the namespace of the pods exists with its service
+    account (which pods need to be admitted)."""
     client = RestClient(load_config(plane.kubeconfig), qps=None, timeout=60)
     client.create(
         NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
@@ -312,11 +324,86 @@ def measure(
     while True:
         try:
             client.get(resource_for("v1", "ServiceAccount"), "default", NAMESPACE)
-            break
+            return client
         except Exception:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+def wait_for_nodes(plane: LocalControlPlane, nodes: int) -> None:
+    """Until the scheduler's cache holds every node."""
+    deadline = time.monotonic() + 60
+    while scheduler_metric(plane, 'scheduler_cache_size{type="nodes"}') < nodes:
+        if time.monotonic() > deadline:
+            raise SystemExit("the scheduler did not see every node within 60 s")
+        time.sleep(0.5)
+
+
+def measure_tracing(args: argparse.Namespace, plane: LocalControlPlane) -> int:
+    """The tracing comparison (module docstring): batches of pods placed by the
+    scheduler restarted off and on in turn."""
+    client = bench_namespace(plane)
+    collector, url = start_collector(plane.dir)
+    watch = BindWatch(client, client.list(PODS, NAMESPACE)["metadata"]["resourceVersion"])
+    watch.start()
+    untraced = list(plane.scheduler_args)
+    rng = random.Random(7)
+    # Per setting: pods bound, seconds, the scheduler's CPU seconds.
+    sums = {on: [0, 0.0, 0.0] for on in (False, True)}
+    print(
+        f"\ntracing off and on: the scheduler restarted for each, {args.batch} pods a batch "
+        f"from 16 threads, {args.rounds} rounds"
+    )
+    print("round  tracing  pods  seconds  pods/s  scheduler CPU ms/pod", flush=True)
+    try:
+        for round_ in range(1, args.rounds + 1):
+            for on in (False, True) if round_ % 2 else (True, False):
+                plane.stop_scheduler()
+                plane.scheduler_args = untraced + (["--tracing-endpoint", url] if on else [])
+                plane.start_scheduler(timeout=120)
+                wait_for_nodes(plane, args.nodes)
+                assert plane.scheduler is not None
+                setting = "on" if on else "off"
+                names = [f"t{round_}{setting}-{i:05}" for i in range(args.batch)]
+                pods = [pod_spec(name, "web", rng) for name in names]
+                cpu0, started = cpu_seconds(plane.scheduler.pid), time.monotonic()
+                with concurrent.futures.ThreadPoolExecutor(16) as pool:
+                    list(pool.map(lambda pod: client.create(PODS, pod), pods))
+                deadline = time.monotonic() + args.timeout
+                while any(n not in watch.bound for n in names) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                cpu = cpu_seconds(plane.scheduler.pid) - cpu0
+                bound = [watch.bound[n] for n in names if n in watch.bound]
+                seconds = max(bound, default=time.monotonic()) - started
+                tally = sums[on]
+                tally[0] += len(bound)
+                tally[1] += seconds
+                tally[2] += cpu
+                print(
+                    f"{round_:5}  {setting:>7}  {len(bound):4}  {seconds:7.1f}  "
+                    f"{len(bound) / seconds:6.0f}  {1000 * cpu / max(1, len(bound)):.2f}",
+                    flush=True,
+                )
+    finally:
+        watch.stop()
+        client.close()
+        collector.terminate()
+        collector.wait(15)
+    (off_pods, off_s, off_cpu), (on_pods, on_s, on_cpu) = sums[False], sums[True]
+    rate_off, rate_on = off_pods / off_s, on_pods / on_s
+    cpu_off, cpu_on = 1000 * off_cpu / max(1, off_pods), 1000 * on_cpu / max(1, on_pods)
+    print(
+        f"\npods/s off {rate_off:.0f}, on {rate_on:.0f}: ratio {rate_on / rate_off:.3f}; "
+        f"scheduler CPU ms/pod off {cpu_off:.2f}, on {cpu_on:.2f}: ratio {cpu_on / cpu_off:.3f}"
+    )
+    return 0 if off_pods == on_pods == args.rounds * args.batch else 1
+
+
+def measure(
+    args: argparse.Namespace, plane: LocalControlPlane, hollow: subprocess.Popen[str]
+) -> int:
+    client = bench_namespace(plane)
     pods = workload(args.deployment, args.bare)
     watch = BindWatch(client, client.list(PODS, NAMESPACE)["metadata"]["resourceVersion"])
     watch.start()
@@ -439,6 +526,13 @@ def main(argv: list[str] | None = None) -> int:
         "--idle", type=float, default=20.0, help="seconds measured at rest before the pods"
     )
     p.add_argument("--markdown", action="store_true")
+    p.add_argument(
+        "--tracing",
+        action="store_true",
+        help="measure what tracing costs the scheduler instead: pods/s off and on",
+    )
+    p.add_argument("--batch", type=int, default=1000, help="with --tracing: pods per batch")
+    p.add_argument("--rounds", type=int, default=2, help="with --tracing: off/on rounds")
     # SIGTERM unwinds like Ctrl-C, so the control plane and hollow nodes are stopped.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     return run(p.parse_args(argv))

@@ -10,7 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
 
+from kubelab import tracing
 from kubelab.api import errors
 from kubelab.client.clock import FakeClock
 from kubelab.client.informers import (
@@ -367,6 +370,29 @@ def test_handlers_see_each_objects_changes_in_order_after_the_cache(
         ("update", "a", ({"v": "1"}, {"v": "2"})),
         ("delete", "a", None),
     ]
+
+
+def test_only_the_events_of_traced_writes_are_spans(
+    apiserver: Environment, admin: RestClient, namespace: str, stop: threading.Event
+) -> None:
+    exporter = InMemorySpanExporter()
+    traced = tracing.setup("controller-manager", "cp1", CollectorRegistry(), exporter=exporter)
+    inf = informer(apiserver, namespace, tracer=traced.tracer)
+    rec = Recorder(inf).register()
+    inf.start(stop)
+    inf.wait_for_sync(5)
+    # The test apiserver does not trace: a write outside any span keeps no context (as a
+    # Lease's renewal), one inside a span keeps the writer's.
+    admin.create(PODS, api_pod("untraced"), namespace)
+    with traced.tracer.start_as_current_span("writer") as writer:
+        admin.create(PODS, api_pod("traced"), namespace)
+    eventually(lambda: len(rec.events) == 2)
+    traced.force_flush()
+    events = [s for s in exporter.get_finished_spans() if s.name == "Informer.event"]
+    assert [(s.attributes or {})[tracing.OBJECT_NAME] for s in events] == ["traced"]
+    assert events[0].context is not None
+    assert events[0].context.trace_id == writer.get_span_context().trace_id
+    traced.shutdown()
 
 
 def test_a_relist_reports_missed_deletes_as_final_state_unknown(
