@@ -62,6 +62,7 @@ from kubelab.api.resources import RESOURCES, Resource
 from kubelab.api.selectors import field_value
 from kubelab.storeclient import WatchStream
 
+from . import traces
 from .storage import Object, Storage, decode
 
 log = logging.getLogger("kubelab.apiserver.watchcache")
@@ -465,11 +466,18 @@ class Cacher:
             cache.record(event)
             return
         # The object is its parent's, the writer's request span: not repeated here, as
-        # every attribute costs the export some 8 us (docs/architecture.md, "Tracing").
-        with self.tracing.span(
-            "WatchCache.dispatch", {"k8s.event.type": kind}, context=tracing.extract(obj)
-        ) as span:
-            span.set_attribute("kubelab.watch.watchers", cache.record(event))
+        # every attribute costs the export some 6 us (docs/architecture.md, "Tracing").
+        # The span is not made current: nothing in the dispatch looks for it, and
+        # `start_as_current_span`'s context manager costs about as much as the span.
+        span = self.tracing.tracer.start_span(
+            "WatchCache.dispatch",
+            context=tracing.extract(obj),
+            attributes={traces.EVENT_TYPE: kind},
+        )
+        try:
+            span.set_attribute(traces.WATCHERS, cache.record(event))
+        finally:
+            span.end()
 
     def _keep_unclaimed(self, key: str, ev: storeclient.Event) -> None:
         if ev.type == "DELETE":
