@@ -31,7 +31,10 @@ controlplane.collector` on a free loopback port, its data in the temporary direc
 the spans' export (the batch processor's thread, the OTLP encoding and POST) is paid by
 the apiserver as it would be in the lab. The two alternate for `--rounds` rounds on the
 same store, as the machine's other load drifts; each prints the apiserver's CPU per
-request and the throughput, then the ratio on/off of the rounds' sums.
+request and the throughput, then the ratio on/off of the rounds' sums. Last, where the
+cost is (`tracing_pieces`): the tracing calls a create makes in the apiserver, each timed
+alone in this process (one thread, the SDK and the OTLP encoder as the apiserver uses
+them, no request around them), and the encoding of the spans for export.
 
     python -m bench.apiserver [--seconds 10] [--pods 5000] [--watchers 200] [--markdown]
     python -m bench.apiserver --tracing [--seconds 10] [--rounds 2] [--connections 8]
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import ssl
 import subprocess
@@ -48,13 +52,22 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from prometheus_client import CollectorRegistry
+from werkzeug.datastructures import Headers
 
 from bench import cpu_seconds
+from controlplane.apiserver import traces
+from controlplane.apiserver.requestinfo import parse
+from kubelab import storeclient, tracing
 from lab.localcluster import free_port
 from lab.localplane import LocalControlPlane
 
@@ -567,6 +580,89 @@ def run_tracing(args: argparse.Namespace, plane: LocalControlPlane, collector: s
                 md,
             )
         )
+    pieces = tracing_pieces()
+    print("\nwhere tracing's CPU goes per create (each call alone, one thread)")
+    print(_row(["piece", "us per create"], md))
+    if md:
+        print("|---|---|")
+    for piece, micros in pieces.items():
+        print(_row([piece, f"{micros:.1f}"], md))
+    print(_row(["total", f"{sum(pieces.values()):.1f}"], md))
+
+
+class _Keep(SpanExporter):
+    """Keeps the ended spans, to encode them apart."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+
+def tracing_pieces(creates: int = 2000) -> dict[str, float]:
+    """Microseconds of CPU per create of each tracing call the apiserver makes for a pod
+    create (the calls of `app.py`, `admission/chain.py`, `registry.py`, `storage.py` and
+    `watchcache.py`, in order, with values of a create's size), and of the OTLP encoding
+    of its spans for export."""
+    keep = _Keep()
+    traced = tracing.setup("apiserver", "bench", CollectorRegistry(), exporter=keep)
+    headers = Headers({"User-Agent": "kubectl/v1.31.0 (linux/amd64) kubernetes/0000000"})
+    stored = storeclient.TxnResult(
+        header=storeclient.Header(cluster_id=1, member_id=1, revision=42, raft_term=2),
+        succeeded=True,
+        responses=[],
+    )
+    plugins = ", ".join(f"{p} 3us" for p in ("NamespaceLifecycle", "LimitRanger", "PodSecurity"))
+    admitted = {"kubelab.admission.mutating": plugins, "kubelab.admission.validating": plugins}
+    authorized = {traces.USER: "admin", traces.REASON: "system:masters"}
+    spent: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def timed(piece: str) -> Iterator[None]:
+        started = time.process_time()
+        yield
+        spent[piece] = spent.get(piece, 0.0) + time.process_time() - started
+
+    for i in range(creates):
+        info = parse("POST", "/api/v1/namespaces/bench/pods", {})
+        with timed("request span started"):
+            request = traces.begin(traced, info, "POST", headers)
+        assert request is not None and request.span is not None
+        with timed("authentication, authorization"):
+            request.span.set_attributes(authorized)
+        with timed("admission"):
+            request.span.set_attributes(admitted)
+        with timed("validation"), traces.step(traced, traces.VALIDATION_SECONDS):
+            pass
+        meta = {"name": f"p{i}", "namespace": "bench", "uid": f"{i:08d}-0000-0000-0000-0000"}
+        with timed("annotation stamped"):
+            tracing.inject(meta)
+        with timed("store transaction"):
+            traces.store_outcome(request.span, "create", stored, 0.001)
+        obj = {"kind": "Pod", "metadata": {**meta, "resourceVersion": "42"}}
+        with timed("object answered"):
+            traces.describe(obj)
+        with timed("request span ended"):
+            request.finish(201)
+            request.close()
+        with timed("watch fan-out span"):
+            span = traced.tracer.start_span(
+                "WatchCache.dispatch",
+                context=tracing.extract(obj),
+                attributes={traces.EVENT_TYPE: "ADDED"},
+            )
+            span.set_attribute(traces.WATCHERS, 3)
+            span.end()
+    traced.force_flush()
+    started = time.process_time()
+    batch = tracing.MAX_EXPORT_BATCH_SIZE
+    for first in range(0, len(keep.spans), batch):
+        encode_spans(keep.spans[first : first + batch]).SerializeToString()
+    spent["OTLP encoding of the spans"] = time.process_time() - started
+    traced.shutdown()
+    return {piece: 1e6 * seconds / creates for piece, seconds in spent.items()}
 
 
 async def _prepare_tracing(plane: LocalControlPlane) -> None:

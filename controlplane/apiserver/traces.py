@@ -5,8 +5,8 @@ non-resource request: `APIServer.get /version`), the child of the client's span 
 request carries a W3C `traceparent` header (the REST client sends one on every request),
 else the root of a new trace: the apiserver starts the trace of a request that brings
 none. The steps of the request chain that do no I/O of their own are attributes of that
-span rather than spans: authentication (`enduser.id`), authorization (the decision and
-the rule that allowed it), each admission plugin with its time and, if it refused, its
+span rather than spans: authentication (`enduser.id`), authorization (the rule that
+allowed or denied it), each admission plugin with its time and, if it refused, its
 verdict (`admission/chain.py`), validation's time (`step`), the store transaction
 (`store_outcome`: its operation, revision and time) and the response (its status code;
 its encoding is the span's end). A span costs the SDK some 20-40 us of CPU to make and
@@ -62,16 +62,11 @@ METHOD = "http.request.method"
 PATH = "url.path"
 STATUS_CODE = "http.response.status_code"
 USER = "enduser.id"
-VERB = "k8s.request.verb"
-RESOURCE = "k8s.request.resource"
-SUBRESOURCE = "k8s.request.subresource"
 GROUP = "k8s.request.group"
-DECISION = "kubelab.authorization.decision"
 REASON = "kubelab.authorization.reason"
 PLUGIN = "kubelab.admission.plugin"
 STORE_OPERATION = "kubelab.store.operation"
 STORE_REVISION = "kubelab.store.revision"
-STORE_SUCCEEDED = "kubelab.store.succeeded"
 STORE_SECONDS = "kubelab.store.duration_seconds"
 VALIDATION_SECONDS = "kubelab.validation.duration_seconds"
 WATCHERS = "kubelab.watch.watchers"
@@ -142,18 +137,11 @@ def begin(
             return None
     elif not traced.enabled:
         return RequestSpan(None, otel_context.attach(parent))
-    attributes = {
-        METHOD: method,
-        PATH: info.path,
-        VERB: info.verb,
-        USER_AGENT: headers.get("User-Agent", ""),
-    }
+    # The verb, resource and subresource are in the span's name: not repeated.
+    attributes = {METHOD: method, PATH: info.path, USER_AGENT: headers.get("User-Agent", "")}
     if info.is_resource:
-        attributes[RESOURCE] = info.resource
         if info.group:
             attributes[GROUP] = info.group
-        if info.subresource:
-            attributes[SUBRESOURCE] = info.subresource
         if info.namespace:
             attributes[tracing.OBJECT_NAMESPACE] = info.namespace
         if info.name:
@@ -200,13 +188,9 @@ def step(traced: tracing.Tracing, key: str) -> AbstractContextManager[None]:
 
 def store_outcome(span: trace.Span, operation: str, result: TxnResult, seconds: float) -> None:
     """A store transaction's outcome on the request's (recording) span: the operation,
-    whether its compare held, the revision it made, its seconds (module docstring). A
+    its seconds and, if its compare held, the revision it made (module docstring). A
     request that retries a transaction (an update on a conflict) keeps the last's."""
-    attributes: dict[str, str | bool | int | float] = {
-        STORE_OPERATION: operation,
-        STORE_SUCCEEDED: result.succeeded,
-        STORE_SECONDS: seconds,
-    }
+    attributes: dict[str, str | int | float] = {STORE_OPERATION: operation, STORE_SECONDS: seconds}
     if result.succeeded:
         attributes[STORE_REVISION] = result.header.revision
     span.set_attributes(attributes)

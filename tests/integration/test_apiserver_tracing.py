@@ -107,8 +107,6 @@ def test_a_create_with_traceparent_is_the_clients_child_with_the_chain_as_its_ch
     assert span.parent is not None and format(span.parent.span_id, "016x") == CLIENT_SPAN_ID
     attributes = span.attributes or {}
     assert attributes["user_agent.original"].startswith("OpenAPI-Generator/")
-    assert attributes["k8s.request.verb"] == "create"
-    assert attributes["k8s.request.resource"] == "configmaps"
     assert attributes[tracing.OBJECT_UID] == created.metadata.uid
     assert attributes["http.response.status_code"] == 201
     # The steps are attributes of the request span, the store transaction's included;
@@ -116,7 +114,6 @@ def test_a_create_with_traceparent_is_the_clients_child_with_the_chain_as_its_ch
     # written.
     assert set(children(spans, span)) <= {"WatchCache.dispatch"}
     assert attributes["enduser.id"] == ADMIN
-    assert attributes["kubelab.authorization.decision"] == "allow"
     assert attributes["kubelab.authorization.reason"] == "system:masters"
     # Each admission phase: the plugins that ran, in order, with their time; all
     # admitted (no rejection named).
@@ -128,7 +125,6 @@ def test_a_create_with_traceparent_is_the_clients_child_with_the_chain_as_its_ch
     assert not any(key.endswith(".rejection") for key in attributes)
     assert attributes["kubelab.validation.duration_seconds"] >= 0
     assert attributes["kubelab.store.operation"] == "create"
-    assert attributes["kubelab.store.succeeded"] is True
     assert attributes["kubelab.store.revision"] == int(created.metadata.resource_version)
     assert attributes["kubelab.store.duration_seconds"] > 0
     # The object keeps the request's context: what reacts to it continues this trace.
@@ -246,7 +242,6 @@ def test_a_status_write_keeps_the_context_of_the_desired_state(
     assert written["metadata"]["annotations"] == created["metadata"]["annotations"]
     spans = finished(env, exporter)
     span = request_span(spans, "APIServer.update pods/status", "web")
-    assert (span.attributes or {})["k8s.request.subresource"] == "status"
     assert (span.attributes or {})["kubelab.store.operation"] == "update"
 
 
