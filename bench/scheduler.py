@@ -348,7 +348,14 @@ def measure_tracing(args: argparse.Namespace, plane: LocalControlPlane) -> int:
     collector, url = start_collector(plane.dir)
     watch = BindWatch(client, client.list(PODS, NAMESPACE)["metadata"]["resourceVersion"])
     watch.start()
-    untraced = list(plane.scheduler_args)
+    # A lease that outlasts the machine's worst stalls: a scheduler that loses it in a
+    # batch stops scheduling until it wins it back (seen at load 22: the apiserver did not
+    # answer a renewal within the client's 2.5 s, and a batch took 250 s).
+    untraced = [
+        *plane.scheduler_args,
+        "--leader-elect-lease-duration=120s",
+        "--leader-elect-renew-deadline=100s",
+    ]
     rng = random.Random(7)
 
     def batch(label: str, count: int, on: bool) -> tuple[int, float, float]:
