@@ -75,7 +75,13 @@ from typing import Any
 from bench import cpu_seconds
 from bench.apiserver import start_collector
 from kubelab.api.podscheduling import pod_requests, required_node_affinity_matches, resource_list
-from kubelab.client import RestClient, load_config, resource_for
+from kubelab.client import (
+    RestClient,
+    ServerUnreachable,
+    StatusError,
+    load_config,
+    resource_for,
+)
 from lab.localplane import LocalControlPlane
 
 PODS = resource_for("v1", "Pod")
@@ -368,9 +374,24 @@ def measure_tracing(args: argparse.Namespace, plane: LocalControlPlane) -> int:
         assert plane.scheduler is not None
         names = [f"{label}-{i:05}" for i in range(count)]
         pods = [pod_spec(name, "web", rng) for name in names]
+
+        def create(pod: dict[str, Any]) -> None:
+            # A loaded machine's apiserver may not answer within the client's minute: try
+            # again, and a name taken is the earlier attempt that was applied.
+            while True:
+                try:
+                    client.create(PODS, pod)
+                    return
+                except ServerUnreachable:
+                    continue
+                except StatusError as exc:
+                    if exc.code == 409:
+                        return
+                    raise
+
         cpu0, started = cpu_seconds(plane.scheduler.pid), time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda pod: client.create(PODS, pod), pods))
+            list(pool.map(create, pods))
         deadline = time.monotonic() + args.timeout
         while any(n not in watch.bound for n in names) and time.monotonic() < deadline:
             time.sleep(0.2)
