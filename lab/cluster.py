@@ -13,6 +13,7 @@ A small YAML file describes the cluster, like kind's:
       loadBalancerPool: 10.250.254.0/24  # LoadBalancer Services' addresses (a CIDR or
                                          # first-last); default: the lab network's
                                          # 10.N.254.0/24, N chosen at `up`
+    tracing: false          # default true: the trace collector and every component's spans
 
 `up` is a list of actions, each printed as it starts and with its time when done:
 build the images (through `lab.images`, skipped when current), start the lab's
@@ -69,7 +70,7 @@ from kubelab.client import (
 from lab import haproxy, kubeconfigs
 from lab.images import BUSYBOX_IMAGE, NGINX_IMAGE, PAUSE_IMAGE, Builder
 from lab.inventory import InventoryHost, write_files
-from lab.labadm.layout import API_PORT
+from lab.labadm.layout import API_PORT, COLLECTOR_PORT
 from lab.nodes import LAB_LABEL, SUBNET_CANDIDATES, Addressing, Node, NodeCluster
 from lab.registry import Registry
 from lab.ssh import ClusterKeys, Machine, SSHShell, authorize_docker_node
@@ -100,6 +101,9 @@ class ClusterConfig:
     roles: tuple[str, ...]
     load_balancer_pool: str = ""
     """`networking.loadBalancerPool`; empty: the default of the lab's network."""
+    tracing: bool = True
+    """The trace collector on the first control-plane node (`labadm init --collector`),
+    every component sending it spans (`labctl trace`); `tracing: false` turns it off."""
 
     @classmethod
     def parse(cls, doc: object, source: str = "the cluster config") -> ClusterConfig:
@@ -129,7 +133,10 @@ class ClusterConfig:
         pool = str(networking.get("loadBalancerPool") or "")
         if pool:
             _lab_subnet(pool, source)
-        return cls(name, roles, pool)
+        tracing = doc.get("tracing", True)
+        if not isinstance(tracing, bool):
+            raise LabError(f"{source}: tracing must be true or false, not {tracing!r}")
+        return cls(name, roles, pool, tracing)
 
     @property
     def subnets(self) -> tuple[str, ...]:
@@ -225,6 +232,9 @@ class Lab:
     """The apiservers' address (host:port): the load balancer's with more than one
     control-plane node, else the first node's."""
     registry: Registry | None = None
+    collector: str = ""
+    """The trace collector's URL (`labctl trace` reads it from state.json); empty
+    without tracing."""
     roles: dict[str, str] = field(default_factory=dict)
     """Each node's role by its name."""
     _pushing: Future[None] | None = None
@@ -305,6 +315,8 @@ class Lab:
         )
         control_planes = self.control_plane_nodes
         self.endpoint = f"{control_planes[0].ip}:{API_PORT}"
+        if self.config.tracing:
+            self.collector = f"http://{control_planes[0].ip}:{COLLECTOR_PORT}"
         if ha:
             self._timed(
                 "lb", "Starting the load balancer (haproxy)", lambda: self._start_lb(control_planes)
@@ -413,6 +425,8 @@ class Lab:
         ]  # fmt: skip
         if self.config.control_planes > 1:
             argv += [f"--control-plane-endpoint={self.endpoint}", "--upload-certs"]
+        if self.collector:  # the joining nodes find it in the cluster's kubelab-config
+            argv.append("--collector")
         out = self.ssh().run(node, argv)
         for line in out.splitlines():
             if line.startswith("labadm join ") and "--control-plane" in line:
@@ -506,6 +520,8 @@ class Lab:
         merged = kubeconfigs.merge(self.kubeconfig, self.config.name)
         context = kubeconfigs.context_name(self.config.name)
         print(f"\napiserver: {server}\nkubeconfig: {self.kubeconfig.resolve()}")
+        if self.collector:
+            print(f"trace collector: {self.collector} (labctl trace deployment/NAME)")
         print(f"context {context!r} merged into {merged} and made current:\n")
         print("  .venv/bin/kubectl get nodes")
         print("Remove it: make down (labctl down)")
@@ -515,6 +531,7 @@ class Lab:
         state = {
             "prefix": self.prefix,
             "endpoint": self.endpoint,
+            "collector": self.collector,
             "nodes": [
                 {
                     "name": n.name,
@@ -584,3 +601,5 @@ class Lab:
                 f"{nodes.get(n['name'], 'unregistered')}"
             )
         print(f"kubeconfig: {self.kubeconfig.resolve()}")
+        collector = state.get("collector", "")
+        print(f"trace collector: {collector or 'none (tracing: false in the cluster config)'}")

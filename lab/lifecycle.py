@@ -63,6 +63,7 @@ def attach(lab: Lab) -> None:
     state = json.loads(state_file.read_text())
     lab.prefix = state["prefix"]
     lab.endpoint = state.get("endpoint", "")
+    lab.collector = state.get("collector", "")
     client = lab.builder.client
     cluster = NodeCluster(lab.prefix, client=client)
     try:
@@ -123,6 +124,31 @@ def start(lab: Lab) -> None:
     lab._timed("ready", "Waiting for every node to be Ready", lab._wait_ready)
     lab.timings["total"] = time.monotonic() - started
     lab.summary()
+
+
+COLLECTOR_HINT = (
+    "Is the lab running? `labctl status` shows it, `labctl start` starts a stopped lab, "
+    "`labctl up` makes one"
+)
+"""What `labctl trace` says when the lab's collector does not answer."""
+
+
+def collector(lab: Lab) -> str:
+    """The lab's trace collector's URL, from its state.json."""
+    state_file = lab.directory / "state.json"
+    if not state_file.exists():
+        raise LabError(
+            f"no lab {lab.config.name!r} (no {state_file}): `labctl up` makes one, with its "
+            "trace collector; or name a collector with --collector URL"
+        )
+    url: str = json.loads(state_file.read_text()).get("collector", "")
+    if not url:
+        raise LabError(
+            f"the lab {lab.config.name!r} runs without tracing (`tracing: false` in its "
+            "cluster config): `labctl down`, then `labctl up` without it; or name a "
+            "collector with --collector URL"
+        )
+    return url
 
 
 def add_worker(lab: Lab) -> Node:

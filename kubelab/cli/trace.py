@@ -1,5 +1,5 @@
-"""`labctl trace KIND/NAME [-n NS] [-o json]`: one object's life through the components,
-from the spans the lab's trace collector keeps (controlplane/collector).
+"""`labctl trace KIND/NAME [-n NS] [-o json] [--follow]`: one object's life through the
+components, from the spans the lab's trace collector keeps (controlplane/collector).
 
 What it gathers (`gather`): the spans about the object (by kind, namespace and name),
 then down its owner chain (the spans whose `k8s.object.owner_uid` is a uid found so
@@ -15,6 +15,17 @@ the first span and its duration, grouped by object down the owner chain; or with
 `-o json` the spans in the public shape (docs/architecture.md, "Tracing"), sorted by
 start. A bad name, an object the collector has no span of, and a collector that does
 not answer each get a message and exit 1, never a traceback.
+
+With `--follow` (`follow`) the steps stream as they arrive, while the user works in
+another terminal: what the collector has of the object first (nothing yet is fine: the
+object may be about to be made), then a poll of the query API every `POLL_SECONDS`
+from a cursor (`after`: arrival order), each new span of the object printed as a line
+(`-o json`: one span a line, JSON Lines). The same spans as `gather` finds: a span is
+the object's when it names it, or an owner the chain already holds, or is in a trace
+one of those spans is in or links to. Spans arrive in any order (each component sends
+its own batches, every few seconds), so a span that belongs to no known trace yet is
+held back, the most recent `HELD_SPANS` of them, and printed once a later span makes
+its trace the object's. Ctrl-C ends it (exit 130, as after any Ctrl-C).
 """
 
 from __future__ import annotations
@@ -23,9 +34,10 @@ import argparse
 import json
 import os
 import sys
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import requests
@@ -39,8 +51,11 @@ from kubelab.api import resources
 from .output import EXIT_ERROR, EXIT_INTERRUPTED, CommandError
 
 Span = dict[str, Any]
+Page = Callable[[dict[str, Any]], tuple[list[Span], int]]
+"""The collector's query API: parameters in, spans (public shape) and the cursor after
+them (`next`) out."""
 Fetch = Callable[[dict[str, Any]], list[Span]]
-"""The collector's query API: parameters in, spans (public shape) out."""
+"""The same, spans only."""
 
 COLLECTOR_VARIABLE = "KUBELAB_COLLECTOR"
 DEFAULT_COLLECTOR = "http://127.0.0.1:4318"
@@ -55,33 +70,51 @@ STEPS = {
 request whose user agent names it."""
 USER_AGENT = "user_agent.original"
 BAR_WIDTH = 30
+POLL_SECONDS = 1.0
+HELD_SPANS = 20_000
+"""Spans `--follow` keeps that may yet turn out to be the object's."""
+LATE_SECONDS = 10.0
+"""How far back `--follow` starts: spans that started this long before it and arrive
+after it (the components export every 5 s) are still shown."""
+START_HINT = (
+    "Start it with `python -m controlplane.collector --data-dir DIR`, or name where it "
+    f"runs with --collector URL or {COLLECTOR_VARIABLE}"
+)
 
 
 class CollectorUnreachable(CommandError):
     """The collector did not answer, or answered with an error."""
 
 
-def collector_fetch(url: str, timeout: float = 10.0) -> Fetch:
-    """The query API of the collector at `url`."""
+def collector_page(url: str, hint: str = START_HINT, timeout: float = 10.0) -> Page:
+    """The query API of the collector at `url`; `hint` says how to start it when it
+    does not answer."""
+    session = requests.Session()
+    session.trust_env = False  # the lab's collector is on this machine's networks
 
-    def fetch(params: dict[str, Any]) -> list[Span]:
+    def page(params: dict[str, Any]) -> tuple[list[Span], int]:
         try:
-            answer = requests.get(f"{url}/api/v1/spans", params=params, timeout=timeout)
+            # A short connect timeout: a stopped lab's address may not refuse, only drop.
+            answer = session.get(f"{url}/api/v1/spans", params=params, timeout=(3.0, timeout))
         except requests.RequestException as e:
             raise CollectorUnreachable(
-                f"cannot reach the trace collector at {url} ({type(e).__name__}). Start it "
-                "with `python -m controlplane.collector --data-dir DIR`, or name where it "
-                f"runs with --collector URL or {COLLECTOR_VARIABLE}"
+                f"cannot reach the trace collector at {url} ({type(e).__name__}). {hint}"
             ) from e
         if answer.status_code != 200:
             raise CollectorUnreachable(
                 f"the trace collector at {url} answered {answer.status_code}: "
                 f"{answer.text.strip()[:200]}"
             )
-        spans: list[Span] = answer.json()["spans"]
-        return spans
+        body = answer.json()
+        return body["spans"], int(body["next"])
 
-    return fetch
+    return page
+
+
+def collector_fetch(url: str, hint: str = START_HINT) -> Fetch:
+    """The collector's query API at `url`, spans only."""
+    page = collector_page(url, hint)
+    return lambda params: page(params)[0]
 
 
 def resolve_kind(text: str) -> tuple[str, bool]:
@@ -105,20 +138,27 @@ def gather(fetch: Fetch, kind: str, namespace: str, name: str) -> list[Span]:
             found.setdefault(span["span_id"], span)
 
     add(fetch({"kind": kind, "namespace": namespace, "name": name}))
-    frontier = {s["object"]["uid"] for s in found.values() if s["object"]}
+    frontier = {_uid(s) for s in found.values()} - {""}
     seen: set[str] = set()
     while frontier - seen:
         uid = min(frontier - seen)
         seen.add(uid)
         children = fetch({"owner_uid": uid})
         add(children)
-        frontier |= {s["object"]["uid"] for s in children if s["object"]}
+        frontier |= {_uid(s) for s in children} - {""}
     traces = {s["trace_id"] for s in found.values()}
     traces |= {link["trace_id"] for s in found.values() for link in s["links"]}
     ordered = sorted(traces)
     for i in range(0, len(ordered), 50):  # a bounded URL per request
         add(fetch({"trace_id": ordered[i : i + 50]}))
     return sorted(found.values(), key=lambda s: (s["start"], s["span_id"]))
+
+
+def _uid(span: Span) -> str:
+    """The uid of the object the span names; empty when it names none, or one without a
+    uid (a list, a write refused before the object was made): never an owner to follow,
+    as the query API takes an empty parameter as no condition."""
+    return str((span["object"] or {}).get("uid") or "")
 
 
 def _time(text: str) -> datetime:
@@ -202,6 +242,85 @@ def render(spans: Sequence[Span], console: Console) -> None:
     console.print(table)
 
 
+class Follower:
+    """Which spans arriving for `--follow` are the object's (module docstring): the
+    rule of `gather`, applied as spans come in any order."""
+
+    def __init__(self, kind: str, namespace: str, name: str) -> None:
+        self.object = (kind.lower(), namespace, name)
+        self.uids: set[str] = set()
+        self.traces: set[str] = set()
+        self.shown: set[str] = set()
+        self.held: deque[Span] = deque(maxlen=HELD_SPANS)
+
+    def _direct(self, span: Span) -> bool:
+        """Whether the span names the object or an object down its owner chain."""
+        o = span["object"]
+        if not o:
+            return False
+        if (o["kind"].lower(), o["namespace"], o["name"]) == self.object:
+            return True
+        return span["attributes"].get(tracing.OBJECT_OWNER_UID, "") in self.uids - {""}
+
+    def take(self, spans: Iterable[Span]) -> list[Span]:
+        """The object's spans among `spans` and those held back, not shown before,
+        sorted by start; the others are held back."""
+        new: list[Span] = []
+        pending = [*self.held, *spans]
+        self.held.clear()
+        grew = True
+        while grew:  # a span taken may make earlier ones the object's
+            grew, rest = False, []
+            for span in pending:
+                if span["span_id"] in self.shown:
+                    continue
+                if self._direct(span):
+                    self.uids.add(_uid(span))
+                    self.traces.add(span["trace_id"])
+                    self.traces.update(link["trace_id"] for link in span["links"])
+                    grew = True
+                elif span["trace_id"] not in self.traces:
+                    rest.append(span)
+                    continue
+                self.shown.add(span["span_id"])
+                new.append(span)
+            pending = rest
+        self.held.extend(pending)
+        return sorted(new, key=lambda s: (s["start"], s["span_id"]))
+
+
+def follow(
+    page: Page, kind: str, namespace: str, name: str, *, poll: float = POLL_SECONDS
+) -> Iterator[list[Span]]:
+    """The object's spans as they arrive (`Follower`), a list per poll of the collector
+    (empty when nothing new came); the first holds what the collector had already."""
+    follower = Follower(kind, namespace, name)
+    yield follower.take(gather(lambda params: page(params)[0], kind, namespace, name))
+    since = (datetime.now(UTC) - timedelta(seconds=LATE_SECONDS)).isoformat()
+    cursor = 0
+    while True:
+        spans, cursor = page({"since": since, "after": cursor})
+        yield follower.take(spans)
+        time.sleep(poll)
+
+
+def follow_line(span: Span, start: datetime) -> str:
+    """One span of `--follow` as a line: the seeds' step, component, node, span, its
+    object, its start from the first span shown, its duration."""
+    offset = (_time(span["start"]) - start).total_seconds()
+    duration = (_time(span["end"]) - _time(span["start"])).total_seconds()
+    o = span["object"]
+    about = f"{o['kind']} {o['namespace'] + '/' if o['namespace'] else ''}{o['name']}" if o else ""
+    agent = str(span["attributes"].get(USER_AGENT, ""))
+    step = STEPS.get(span["component"], "")
+    if span["component"] == "apiserver" and agent.startswith("kubectl"):
+        step = "1"
+    return (
+        f"{step:>4}  {span['component']:<18} {span['node']:<12} {span['name']:<34} "
+        f"{about:<40} {_millis(offset):>11} {_millis(duration):>10}"
+    )
+
+
 def _bar(offset: float, duration: float, total: float) -> Text:
     begin = min(int(offset / total * BAR_WIDTH), BAR_WIDTH - 1)
     length = max(1, round(duration / total * BAR_WIDTH))
@@ -217,10 +336,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-n", "--namespace", default="default")
     parser.add_argument("-o", "--output", choices=("waterfall", "json"), default="waterfall")
     parser.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="stream the steps as they happen (one line a span; -o json: one span a line) "
+        "until Ctrl-C",
+    )
+    parser.add_argument(
         "--collector",
-        default=os.environ.get(COLLECTOR_VARIABLE, DEFAULT_COLLECTOR),
+        default=os.environ.get(COLLECTOR_VARIABLE) or None,
         metavar="URL",
-        help=f"the trace collector (default: ${COLLECTOR_VARIABLE} or {DEFAULT_COLLECTOR})",
+        help=f"the trace collector (default: ${COLLECTOR_VARIABLE}, else the lab's, else "
+        f"{DEFAULT_COLLECTOR})",
     )
 
 
@@ -230,14 +357,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None, fetch: Fetch | None = None) -> int:
-    """`labctl trace` from its arguments alone; `fetch` replaces the collector's query API
-    (tests)."""
-    return run(parse_args(argv), fetch)
+def main(argv: Sequence[str] | None = None) -> int:
+    """`labctl trace` from its arguments alone."""
+    return run(parse_args(argv))
 
 
-def run(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
-    """Print the trace of the object `args` names; return the exit status."""
+def run(args: argparse.Namespace, hint: str = START_HINT) -> int:
+    """Print the trace of the object `args` names; return the exit status. `hint` says
+    how to start the collector when it does not answer."""
     try:
         kind_text, slash, name = args.object.partition("/")
         if not slash or not kind_text or not name or "/" in name:
@@ -246,7 +373,10 @@ def run(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
             )
         kind, namespaced = resolve_kind(kind_text)
         namespace = args.namespace if namespaced else ""
-        spans = gather(fetch or collector_fetch(args.collector), kind, namespace, name)
+        page = collector_page(args.collector or DEFAULT_COLLECTOR, hint)
+        if args.follow:
+            return _follow(page, kind, namespace, name, json_lines=args.output == "json")
+        spans = gather(lambda params: page(params)[0], kind, namespace, name)
         if not spans:
             where = f" in namespace {namespace}" if namespace else ""
             raise CommandError(
@@ -263,4 +393,25 @@ def run(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
         print(json.dumps({"spans": spans}, indent=2))
     else:
         render(spans, Console())
+    return 0
+
+
+def _follow(page: Page, kind: str, namespace: str, name: str, *, json_lines: bool) -> int:
+    """`--follow`'s output until Ctrl-C (or until the collector stops answering: exit 1)."""
+    where = f" in namespace {namespace}" if namespace else ""
+    if not json_lines:
+        print(f"following {kind} {name}{where} (Ctrl-C ends it)", file=sys.stderr, flush=True)
+    start: datetime | None = None
+    for spans in follow(page, kind, namespace, name):
+        for span in spans:
+            if json_lines:
+                print(json.dumps(span), flush=True)
+                continue
+            if start is None:
+                start = _time(span["start"])
+                print(
+                    f"{'step':>4}  {'component':<18} {'node':<12} {'span':<34} {'object':<40} "
+                    f"{'start':>11} {'duration':>10}"
+                )
+            print(follow_line(span, start), flush=True)
     return 0

@@ -80,6 +80,12 @@ def parser() -> argparse.ArgumentParser:
             help="encrypt the shared certs into kube-system/kubeadm-certs for control-plane joins",
         )
         q.add_argument("--certificate-key", default="", help="the key for --upload-certs")
+        q.add_argument(
+            "--collector",
+            action="store_true",
+            help="run the lab's trace collector on this node (a static pod, OTLP/HTTP on "
+            "port 4318) and send every component's spans to it, the joining nodes' too",
+        )
         tracing_flag(q)
 
     init = sub.add_parser("init", help="Set up the first control-plane node")
@@ -136,8 +142,9 @@ def tracing_flag(parser: argparse.ArgumentParser) -> None:
         default="",
         metavar="URL",
         help="the lab's trace collector (OTLP/HTTP), passed to the store member, the "
-        "kubelet, the controller-manager, scheduler, kube-proxy and cluster DNS; default: "
-        "none, they do not trace",
+        "apiserver, the kubelet, the controller-manager, scheduler, kube-proxy and cluster "
+        "DNS; default: init's --collector, on join the one init named; else none, they "
+        "do not trace",
     )
 
 
@@ -161,6 +168,7 @@ def run(args: argparse.Namespace) -> None:
             upload_certs=args.upload_certs,
             certificate_key=args.certificate_key,
             tracing_endpoint=args.tracing_endpoint,
+            collector=args.collector,
         )
         if args.phase_command == "phase":
             INIT.run(data, only=args.phase)

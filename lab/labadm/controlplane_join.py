@@ -112,6 +112,8 @@ def download_certs(data: JoinData) -> None:
     data.pod_subnet = plane.pod_subnet = settings.get("podSubnet", plane.pod_subnet)
     plane.service_cidr = settings.get("serviceSubnet", plane.service_cidr)
     plane.load_balancer_ip_range = settings.get("loadBalancerIPRange", "")
+    endpoint = plane.tracing_endpoint or settings.get("tracingEndpoint", "")
+    data.tracing_endpoint = plane.tracing_endpoint = endpoint
 
 
 def own_certs(data: JoinData) -> None:

@@ -35,6 +35,7 @@ from lab.labadm import certs_upload, dns, storage, tokens
 from lab.labadm.layout import (
     API_PORT,
     CLUSTER_DNS,
+    COLLECTOR_PORT,
     CONTROL_PLANE_LABEL,
     CONTROLLER_MANAGER_PORT,
     KUBELET_PORT,
@@ -85,7 +86,14 @@ class InitData:
     kubelet, the controller-manager, the scheduler, kube-proxy and cluster DNS send spans
     to (`--tracing-endpoint`); empty, the default: the flag is left out and they do not
     trace."""
+    collector: bool = False
+    """Run the lab's trace collector on this node (a static pod, `--collector`); the
+    components then send their spans to it unless `tracing_endpoint` names another."""
     _client: RestClient | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.collector and not self.tracing_endpoint:
+            self.tracing_endpoint = f"http://{self.advertise_address}:{COLLECTOR_PORT}"
 
     @property
     def local_server(self) -> str:
@@ -139,7 +147,8 @@ def preflight(data: InitData) -> None:
             f"{data.layout.manifests}/*.yaml exist): run `labadm reset` first"
         )
     if not data.dry_run:
-        failed += [f"port {p} is in use" for p in PORTS if port_in_use(p)]
+        ports = (*PORTS, COLLECTOR_PORT) if data.collector else PORTS
+        failed += [f"port {p} is in use" for p in ports if port_in_use(p)]
         failed += [
             f"command {c!r} not found on the PATH" for c in REQUIRED_COMMANDS if not shutil.which(c)
         ]
@@ -435,6 +444,7 @@ def apiserver_pod(data: InitData) -> dict[str, Any]:
             f"--service-cluster-ip-range={data.service_cidr}",
             f"--kubelet-client-certificate={p}/apiserver-kubelet-client.crt",
             f"--kubelet-client-key={p}/apiserver-kubelet-client.key",
+            *tracing_flags(data.tracing_endpoint),
         ],
         {"k8s-certs": data.layout.pki},
     )
@@ -496,16 +506,53 @@ def scheduler_pod(data: InitData) -> dict[str, Any]:
     )
 
 
+COLLECTOR_MAX_TRACES = 10_000
+COLLECTOR_MAX_BYTES = 200 * 1024 * 1024
+"""The collector's bound (issue 23: the last 10,000 traces or 200 MB of spans)."""
+
+
+def collector_pod(data: InitData) -> dict[str, Any]:
+    """The lab's trace collector (`controlplane.collector`): on the host network, so that
+    every node's components reach it at this node's address, its traces on the node's
+    disk so that they outlive a restart of the pod."""
+    return static_pod(
+        data,
+        "kubelab-collector",
+        "controlplane.collector",
+        [
+            f"--port={COLLECTOR_PORT}",
+            f"--data-dir={data.layout.on_node(data.layout.collector_data)}",
+            f"--max-traces={COLLECTOR_MAX_TRACES}",
+            f"--max-bytes={COLLECTOR_MAX_BYTES}",
+        ],
+        {"collector-data": data.layout.collector_data},
+    )
+
+
+def collector_manifest(data: InitData) -> None:
+    if not data.collector:
+        say("collector", "Skipping phase. Please see --collector")
+        return
+    _write_manifest(data, "collector", "kubelab-collector", collector_pod)
+
+
+def _write_manifest(
+    data: InitData, phase: str, name: str, make: Callable[[InitData], dict[str, Any]]
+) -> None:
+    path = data.layout.manifests / f"{name}.yaml"
+    say(phase, f'Creating static Pod manifest for "{name}"')
+    data.layout.manifests.mkdir(parents=True, exist_ok=True)
+    pki.write_atomic(path, yaml.safe_dump(make(data), sort_keys=False).encode(), 0o600)
+
+
 def _manifest_phase(
     phase: str, name: str, make: Callable[[InitData], dict[str, Any]]
 ) -> Phase[InitData]:
-    def run(data: InitData) -> None:
-        path = data.layout.manifests / f"{name}.yaml"
-        say(phase, f'Creating static Pod manifest for "{name}"')
-        data.layout.manifests.mkdir(parents=True, exist_ok=True)
-        pki.write_atomic(path, yaml.safe_dump(make(data), sort_keys=False).encode(), 0o600)
-
-    return Phase(name.removeprefix("kube-"), f"The static pod manifest of {name}", run)
+    return Phase(
+        name.removeprefix("kube-"),
+        f"The static pod manifest of {name}",
+        lambda data: _write_manifest(data, phase, name, make),
+    )
 
 
 STORE: Phase[InitData] = Phase(
@@ -649,6 +696,8 @@ def upload_config(data: InitData) -> None:
         "serviceSubnet": data.service_cidr,
         "loadBalancerIPRange": data.load_balancer_ip_range,
     }
+    if data.tracing_endpoint:  # joining nodes trace to the same place
+        settings["tracingEndpoint"] = data.tracing_endpoint
     tokens.upload_cluster_config(data.client(), settings)
 
 
@@ -831,6 +880,7 @@ INIT = Workflow[InitData](
         CERTS,
         KUBECONFIGS,
         STORE,
+        Phase("collector", "The trace collector's static pod (--collector)", collector_manifest),
         CONTROL_PLANE,
         Phase("kubelet-start", "Writes the kubelet's flags and starts it", kubelet_start),
         Phase("wait-control-plane", "Waits for the apiserver", wait_control_plane),

@@ -56,7 +56,8 @@ class JoinData:
     """With --control-plane: what this node's control plane is made from (the same
     data `labadm init` fills; `lab.labadm.controlplane_join`)."""
     tracing_endpoint: str = ""
-    """The kubelet's and kube-proxy's `--tracing-endpoint` (`InitData.tracing_endpoint`)."""
+    """The kubelet's and kube-proxy's `--tracing-endpoint` (`InitData.tracing_endpoint`);
+    empty: the cluster's, from its kubelab-config (`labadm init --collector`)."""
 
     @property
     def server(self) -> str:
@@ -189,7 +190,10 @@ def tls_bootstrap(data: JoinData) -> None:
             cert_pem, key_pem = certificates.request_certificate(
                 client, data.node_name, timeout=data.timeout
             )
-            data.pod_subnet = tokens.read_cluster_config(client).get("podSubnet", data.pod_subnet)
+            settings = tokens.read_cluster_config(client)
+            data.pod_subnet = settings.get("podSubnet", data.pod_subnet)
+            # The collector `labadm init --collector` started, unless the flag names another.
+            data.tracing_endpoint = data.tracing_endpoint or settings.get("tracingEndpoint", "")
         except StatusError as exc:
             if exc.code != 401:
                 raise

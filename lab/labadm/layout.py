@@ -8,6 +8,7 @@
     /etc/kubelab/manifests/     static pods the kubelet runs (store, apiserver, ...)
     /etc/default/kubelet        the kubelet's flags (read by its runit service)
     /var/lib/kubelab-store      the store member's data
+    /var/lib/kubelab/collector  the trace collector's traces (`labadm init --collector`)
     /var/lib/kubelet            the kubelet's own state (pki/ holds its serving pair)
 
 Every path hangs off `root` ("/" on a node), so that `--dry-run` and tests lay the same
@@ -28,6 +29,8 @@ STORE_PEER_PORT = 2380
 CONTROLLER_MANAGER_PORT = 10257
 SCHEDULER_PORT = 10259
 KUBELET_PORT = 10250
+COLLECTOR_PORT = 4318
+"""The trace collector's (OTLP/HTTP's own port)."""
 CLUSTER_NAME = "kubelab"
 SERVICE_CIDR = "10.96.0.0/12"
 CLUSTER_DNS = "10.96.0.10"
@@ -71,6 +74,10 @@ class Layout:
     @property
     def store_data(self) -> Path:
         return self.root / "var/lib/kubelab-store"
+
+    @property
+    def collector_data(self) -> Path:
+        return self.root / "var/lib/kubelab/collector"
 
     def on_node(self, path: Path) -> str:
         """`path` as the node sees it (the manifests name real paths even in a dry run)."""

@@ -63,6 +63,7 @@ def reset(layout: Layout, *, dry_run: bool = False) -> None:
         layout.kubelet_flags,
         layout.kubelet_dir,
         layout.store_data,
+        layout.collector_data,
     ):
         if not path.exists():
             continue

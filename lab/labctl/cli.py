@@ -4,7 +4,8 @@
     labctl up --config cluster.yaml        the Docker lab: up, down, status
     labctl nodes add                       a running lab: stop, start, nodes add|remove,
     labctl ssh cp1 -- uname -a             load-image, kubeconfig, ssh
-    labctl trace deployment/nginx          an object's path through the components
+    labctl trace deployment/nginx          an object's path through the components (from
+                                           the lab's trace collector)
 
 ``store`` and its verbs are the library's (`kubelab.cli.store`, which parses and runs
 them); the lab's commands are named here, with their help and arguments, and run
@@ -96,9 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store.add_parser(commands, store_options).set_defaults(run=store.run)
     text = trace.DESCRIPTION
-    traced = commands.add_parser("trace", help=text, description=text)
+    traced = commands.add_parser("trace", parents=[lab], help=text, description=text)
     trace.add_arguments(traced)
-    traced.set_defaults(run=trace.run)
+    traced.set_defaults(run=run_trace)
 
     def command(
         subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str
@@ -186,6 +187,12 @@ def lab_actions(args: argparse.Namespace) -> dict[str, LabAction]:
 def run_lab_command(args: argparse.Namespace) -> int:
     """Run the lab's command `args` names on the lab its options name; return the exit
     status (0, 1 after printing ``error: ...``, 130 after Ctrl-C)."""
+    return with_lab(args, lab_actions(args)[args.lab_action])
+
+
+def with_lab(args: argparse.Namespace, action: LabAction) -> int:
+    """Run `action` on the lab `args`' options name; return the exit status (as
+    `run_lab_command`)."""
     import docker.errors
 
     from lab.cluster import ClusterConfig, Lab, LabError
@@ -193,13 +200,17 @@ def run_lab_command(args: argparse.Namespace) -> int:
     from lab.registry import RegistryError
     from lab.ssh import SSHError
 
-    action = lab_actions(args)[args.lab_action]
     try:
         config = ClusterConfig.load(getattr(args, "cluster_config", None))
         name = getattr(args, "cluster_name", "")
         if name:
             config = ClusterConfig.parse(
-                {"name": name, "nodes": [{"role": r} for r in config.roles]}
+                {
+                    "name": name,
+                    "nodes": [{"role": r} for r in config.roles],
+                    "networking": {"loadBalancerPool": config.load_balancer_pool},
+                    "tracing": config.tracing,
+                }
             )
         directory: Path = getattr(args, "lab_dir", DEFAULT_DIR)
         action(Lab(config, directory / config.name, prefix=getattr(args, "docker_prefix", "")))
@@ -209,6 +220,21 @@ def run_lab_command(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     return 0
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    """`labctl trace`, from the lab's trace collector (its state.json names it) unless
+    --collector or $KUBELAB_COLLECTOR names another."""
+    if args.collector:
+        return trace.run(args)
+    from lab import lifecycle
+
+    found: list[str] = []
+    status = with_lab(args, lambda lab: found.append(lifecycle.collector(lab)))
+    if status != 0:
+        return status
+    args.collector = found[0]
+    return trace.run(args, hint=lifecycle.COLLECTOR_HINT)
 
 
 def _given(options: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:

@@ -30,6 +30,11 @@ def test_file(tmp_path: Path) -> None:
     assert ClusterConfig.load(path) == ClusterConfig("small", ("control-plane",))
 
 
+def test_tracing_is_on_unless_the_config_turns_it_off() -> None:
+    assert ClusterConfig.load(None).tracing
+    assert not ClusterConfig.parse({"tracing": False}).tracing
+
+
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
@@ -42,6 +47,7 @@ def test_file(tmp_path: Path) -> None:
         ({"networking": {"loadBalancerPool": "10.250.255.0/28"}}, "where Docker gives the nodes"),
         ({"networking": {"loadBalancerPool": "10.250.1.0-10.251.1.0"}}, "must lie in one"),
         ({"networking": "10.250.1.0/24"}, "networking must be a mapping"),
+        ({"tracing": "no"}, "tracing must be true or false"),
     ],
 )
 def test_bad_configs_say_what_to_fix(doc: object, message: str) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from controlplane.controllers import certificates
 from controlplane.controllers.manager import ControllerManager, Options, parse_args
@@ -88,6 +89,28 @@ def test_the_store_and_the_kubelet_trace_only_when_the_lab_has_a_collector(
         kubelet = (root / "etc/default/kubelet").read_text()
         assert (flag in store, flag in kubelet) == (expected, expected), root
         assert ("--tracing-endpoint" in store + kubelet) == expected
+
+
+def test_the_collector_is_a_static_pod_and_every_component_traces_to_it(
+    tmp_path: Path,
+) -> None:
+    data = dataclasses.replace(init_data(tmp_path), collector=True)
+    assert data.tracing_endpoint == "http://10.0.0.5:4318"
+    for phase in ("store", "collector", "control-plane", "kubelet-start"):
+        INIT.run(data, only=phase)
+    manifests = tmp_path / "etc/kubelab/manifests"
+    collector = yaml.safe_load((manifests / "kubelab-collector.yaml").read_text())
+    (container,) = collector["spec"]["containers"]
+    assert container["command"][1:3] == ["-m", "controlplane.collector"]
+    assert "--port=4318" in container["command"] and "--max-traces=10000" in container["command"]
+    assert collector["spec"]["volumes"][0]["hostPath"]["path"] == "/var/lib/kubelab/collector"
+    flag = "--tracing-endpoint=http://10.0.0.5:4318"
+    for name in ("kubelab-store", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        assert flag in (manifests / f"{name}.yaml").read_text(), name
+    assert flag in (tmp_path / "etc/default/kubelet").read_text()
+    # Without --collector, no collector.
+    INIT.run(init_data(tmp_path / "off"), only="collector")
+    assert not (tmp_path / "off/etc/kubelab/manifests/kubelab-collector.yaml").exists()
 
 
 def test_init_refuses_an_initialized_node(tmp_path: Path) -> None:

@@ -224,3 +224,53 @@ def test_an_unreachable_collector_says_how_to_start_it(
     err = capsys.readouterr().err
     assert f"cannot reach the trace collector at {url}" in err
     assert "python -m controlplane.collector" in err and "Traceback" not in err
+
+
+def post(url: str, spans: Any) -> None:
+    answer = requests.post(
+        f"{url}/v1/traces",
+        data=encode_spans(spans).SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+        timeout=10,
+    )
+    assert answer.status_code == 200
+
+
+def test_follow_streams_an_objects_spans_as_they_arrive_in_any_order(collector: str) -> None:
+    stream = labctl_trace.follow(
+        labctl_trace.collector_page(collector), "Deployment", "default", "late", poll=0
+    )
+    assert next(stream) == []  # not made yet: following waits for it
+    lab = Lab()
+    create_deployment_flow(lab, "late", "uid-late")
+    for traced in lab.tracers.values():
+        traced.force_flush()
+    made = lab.exporter.get_finished_spans()
+    named = [s for s in made if s.attributes and tracing.OBJECT_KIND in s.attributes]
+    # The spans that name no object come first: held back until their trace is known.
+    post(collector, [s for s in made if s not in named])
+    assert next(stream) == []
+    post(collector, named)
+    shown = next(stream)
+    assert len(shown) == len(made) and next(stream) == []
+    assert [s["start"] for s in shown] == sorted(s["start"] for s in shown)
+    line = labctl_trace.follow_line(shown[0], labctl_trace._time(shown[0]["start"]))
+    assert line.split()[:3] == ["1", "apiserver", "control-plane1"]
+    # The other Deployment's spans, already there, are not the object's.
+    assert {s["trace_id"] for s in shown}.isdisjoint(
+        {s["trace_id"] for s in labctl_trace.gather(
+            labctl_trace.collector_fetch(collector), "Deployment", "default", "web")}
+    )  # fmt: skip
+
+
+def test_follow_ends_at_ctrl_c_without_a_traceback(
+    collector: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(labctl_trace.time, "sleep", interrupted)
+    assert labctl_trace.main(["deployment/web", "--follow", "--collector", collector]) == 130
+    out, err = capsys.readouterr()
+    assert "following Deployment web in namespace default (Ctrl-C ends it)" in err
+    assert "Traceback" not in err and "Deployment.sync" in out
