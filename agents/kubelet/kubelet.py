@@ -37,6 +37,7 @@ from agents.kubelet.server import Authorizer, KubeletServer
 from agents.kubelet.volumes import VolumeManager
 from kubelab.api.errors import StatusError
 from kubelab.client import (
+    DeletedFinalStateUnknown,
     Preconditions,
     RestClient,
     ServerUnreachable,
@@ -114,9 +115,7 @@ class Kubelet:
         self.informer.add_event_handler(
             on_add=self.workers.upsert,
             on_update=lambda _old, new: self.workers.upsert(new),
-            on_delete=lambda obj: self.workers.remove(
-                obj["metadata"]["uid"] if isinstance(obj, dict) else ""
-            ),
+            on_delete=self._pod_deleted,
         )
         self.informer.add_event_handler(
             on_update=lambda _old, new: self._mirror_changed(new),
@@ -250,6 +249,13 @@ class Kubelet:
                 return
             for pod in current.values():
                 self._ensure_mirror(pod, node["metadata"]["uid"])
+
+    def _pod_deleted(self, pod: Object | DeletedFinalStateUnknown) -> None:
+        """A pod of this node deleted: its workers tear it down. Deleted while the watch
+        was down (`DeletedFinalStateUnknown`), it is still this pod, by the uid of the
+        last state the cache had."""
+        final = pod.obj if isinstance(pod, DeletedFinalStateUnknown) else pod
+        self.workers.remove(final["metadata"]["uid"], final)
 
     def _mirror_changed(self, pod: object) -> None:
         """A mirror pod deleted or being deleted (`kubectl delete pod kube-apiserver-cp1`)

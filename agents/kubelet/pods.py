@@ -190,12 +190,15 @@ class PodWorkers:
         if changed:
             self.queue.add(uid)
 
-    def remove(self, uid: str) -> None:
-        """A pod is gone from its source: stop and remove what is left of it."""
+    def remove(self, uid: str, final: Object | None = None) -> None:
+        """A pod is gone from its source: stop and remove what is left of it. `final` is
+        its last state, when the source has it (the watch's deletion): the teardown is
+        attributed to it, in the trace its annotation names, since the pod object is gone
+        by the time the worker tears down (module `podtrace`)."""
         with self._lock:
             st = self.pods.get(uid)
             if st is not None:
-                st.gone, st.pod = st.pod or st.gone, None
+                st.gone, st.pod = final or st.pod or st.gone, None
         self.queue.add(uid)
 
     def known_uids(self) -> set[str]:

@@ -26,6 +26,7 @@ from agents.kubelet.machine import FixedMachine
 from agents.kubelet.runtime import ExecResult
 from agents.kubelet.runtime.memory import MemoryRuntime
 from kubelab import pki, tracing
+from kubelab.client import DeletedFinalStateUnknown
 from tests.kubelet.kubelet_fixture import PODS, Cluster, fast_config, node_client, until
 
 
@@ -223,3 +224,32 @@ def test_a_traced_live_data_request_continues_its_trace(
     finally:
         kubelet.stop()
         cluster.delete_node(node)
+
+
+def test_a_pod_deleted_while_the_watch_was_down_is_torn_down_as_that_pod(
+    cluster: Cluster, namespace: str, node: str, kubelet: Kubelet, traced: Traced
+) -> None:
+    """The informer tells of a deletion it missed with the last state it had
+    (`DeletedFinalStateUnknown`): the kubelet still tears that pod down, and its spans
+    name it, in the trace its last state carries."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "missed"},
+        "spec": {"nodeName": node, "containers": [{"name": "web", "image": "nginx:1.25"}]},
+    }
+    with traced.writing("bind") as binding:
+        created = cluster.admin.create(PODS, body, namespace)
+    until(lambda: cluster.status(namespace, "missed").get("phase") == "Running", "Running")
+    last = kubelet.informer.indexer.get(f"{namespace}/missed")
+    assert last is not None
+    kubelet._pod_deleted(DeletedFinalStateUnknown(f"{namespace}/missed", last))
+
+    def torn_down() -> list[ReadableSpan]:
+        found = [s for s in in_trace(traced.kubelet(), binding)
+                 if s.name == podtrace.SYNC_TERMINATED_POD]  # fmt: skip
+        return found if found and children(traced.kubelet(), found[0]) else []
+
+    (terminated,) = until(torn_down, "the missed pod's teardown")
+    assert (terminated.attributes or {})[tracing.OBJECT_UID] == created["metadata"]["uid"]
+    assert children(traced.kubelet(), terminated)[0] == "Kubelet.killPod"
