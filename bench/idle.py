@@ -10,6 +10,10 @@ is printed beside it, since that is where a cost nobody sees hides. The processe
 then summed by program across the lab (the store members together, the shims together),
 busiest first.
 
+The trace collector's own figure is printed last: with tracing on (the lab's default),
+the components' spans of the lab at rest (leases, health checks, status writes) reach
+it; a lab with `tracing: false` in its cluster config has none, for comparison.
+
 Run it against a lab `make up` brought up, with nothing else busy on the machine, a few
 minutes after `make up` (the first minutes include image pulls and leader elections):
 
@@ -29,6 +33,8 @@ from bench import process_stat
 from lab.nodes import LAB_LABEL
 
 CGROUP = Path("/sys/fs/cgroup")
+COLLECTOR = "controlplane.collector"
+"""The trace collector's program (its static pod runs `python -m controlplane.collector`)."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +187,12 @@ def main() -> None:
     print("\nby program, the lab's processes together:")
     for name, figures in sorted(programs.items(), key=lambda p: -sum(p[1]))[: args.top]:
         print(f"  {sum(figures):5.2f} %  {name} ({len(figures)} processes)")
+    collector = programs.get(COLLECTOR)
+    print(
+        f"\nthe trace collector: {sum(collector):.2f} % of one core"
+        if collector
+        else "\nno trace collector (a lab with `tracing: false`)"
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -23,16 +23,29 @@ from tests.e2e.test_lab import KUBECTL
 
 NAMESPACE = "tracing-e2e"
 Span = dict[str, Any]
-T = TypeVar("T")
 
 
-def until(found: Callable[[], T], what: str, timeout: float) -> T:
-    """What `found()` returns once it is something (the components export every 5 s)."""
+QUIET = 6.0
+"""Seconds without a new span after which a trace is taken as complete: each component
+sends its spans every 5 s, in batches of its own, so a span's parent may come later."""
+
+
+def settled(
+    lab: Lab, what: str, ready: Callable[[list[Span]], bool], timeout: float = 90
+) -> list[Span]:
+    """The trace of `what` once `ready` holds for it and no span came for `QUIET` s."""
     deadline = time.monotonic() + timeout
-    while not (value := found()):
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        time.sleep(1.0)
-    return value
+    last: list[Span] | None = None
+    while True:
+        spans = trace(lab, what)
+        if not ready(spans):
+            last = None
+        elif last is not None and len(spans) == len(last):
+            return spans
+        else:
+            last = spans
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s: the trace of {what}"
+        time.sleep(QUIET)
 
 
 def kubectl(lab: Lab, *args: str) -> str:
@@ -98,20 +111,15 @@ def nginx(lab: Lab) -> Iterator[dict[str, str]]:
 def test_a_deployments_trace_is_one_causal_chain_through_every_component(
     lab: Lab, nginx: dict[str, str]
 ) -> None:
-    def complete() -> list[Span]:
-        """The trace once it holds both pods' starts, and every span up to their root
-        (each component sends its spans every 5 s, in its own batches)."""
-        spans = trace(lab, "deployment/nginx")
-        started = {
+    def started(spans: list[Span]) -> bool:
+        return {
             sync["object"]["name"]
             for start in named(spans, "Kubelet.startContainer")
             for sync in ancestors(spans, start)
             if sync["name"] == "Kubelet.syncPod"
-            and (ancestors(spans, sync) or [sync])[-1]["name"] == "APIServer.create deployments"
-        }
-        return spans if started >= set(nginx) else []
+        } >= set(nginx)
 
-    spans = until(complete, "both pods' containers started in the Deployment's trace", timeout=60)
+    spans = settled(lab, "deployment/nginx", started)
     components = {s["component"] for s in spans}
     assert {"apiserver", "store", "controller-manager", "scheduler", "kubelet"} <= components
     # kubectl's create is the root; each pod's sync descends from it, in causal order.
@@ -156,11 +164,10 @@ def test_a_services_trace_reaches_kube_proxy_through_its_endpointslice(
     def slice_syncs(spans: list[Span]) -> list[Span]:
         return [s for s in named(spans, "Proxy.syncRules", kind="EndpointSlice") if s["links"]]
 
-    def synced() -> list[Span]:
-        spans = trace(lab, "service/nginx")
-        return spans if {s["node"] for s in slice_syncs(spans)} >= set(nginx.values()) else []
+    def synced(spans: list[Span]) -> bool:
+        return {s["node"] for s in slice_syncs(spans)} >= set(nginx.values())
 
-    spans = until(synced, "kube-proxy's syncs of the Service's EndpointSlice", timeout=60)
+    spans = settled(lab, "service/nginx", synced)
     assert {"apiserver", "store", "controller-manager", "kube-proxy"} <= {
         s["component"] for s in spans
     }
@@ -187,14 +194,12 @@ def test_a_deleted_pods_trace_is_the_kubelets_teardown_without_scheduling(
     pod = sorted(nginx)[0]
     kubectl(lab, "delete", "pod", pod)
 
-    def torn_down() -> list[Span]:
-        spans = trace(lab, f"pod/{pod}")
+    def torn_down(spans: list[Span]) -> bool:
         terminated = named(spans, "Kubelet.syncTerminatedPod", name=pod)
-        removed = [s for s in named(spans, "Kubelet.removePodSandbox")
-                   if terminated and terminated[0] in ancestors(spans, s)]  # fmt: skip
-        return spans if removed else []
+        return any(terminated[0] in ancestors(spans, s)
+                   for s in named(spans, "Kubelet.removePodSandbox") if terminated)  # fmt: skip
 
-    spans = until(torn_down, f"the kubelet's teardown of {pod}", timeout=60)
+    spans = settled(lab, f"pod/{pod}", torn_down)
     (delete,) = [
         s
         for s in named(spans, "APIServer.delete pods", name=pod)
@@ -221,11 +226,11 @@ def test_kubectl_logs_goes_from_the_apiserver_to_the_kubelet(
     pod = sorted(nginx)[-1]
     kubectl(lab, "logs", pod)
 
-    def relayed() -> list[Span]:
-        return named(trace(lab, f"pod/{pod}"), "Kubelet.containerLogs", name=pod)
+    def relayed(spans: list[Span]) -> bool:
+        return bool(named(spans, "Kubelet.containerLogs", name=pod))
 
-    (logs,) = until(relayed, f"the kubelet's span of {pod}'s logs", timeout=60)
-    spans = [s for s in trace(lab, f"pod/{pod}") if s["trace_id"] == logs["trace_id"]]
+    spans = settled(lab, f"pod/{pod}", relayed)
+    (logs,) = named(spans, "Kubelet.containerLogs", name=pod)
     path = [(s["component"], s["name"]) for s in reversed(ancestors(spans, logs))]
     assert path[0] == ("apiserver", "APIServer.get pods/log"), path
     assert ("apiserver", "APIServer.proxy") in path, path

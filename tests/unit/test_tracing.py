@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from opentelemetry import trace
@@ -17,6 +18,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+from controlplane.collector import server as collector_server
+from controlplane.collector.storage import Query, TraceStore
 from kubelab import tracing
 from kubelab.client.informers import SharedInformer
 from kubelab.client.rest import Object, RestClient, resource_for
@@ -84,13 +87,28 @@ def test_without_an_endpoint_tracing_is_off_and_its_counters_still_served(
     assert sample(registry, "kubelab_tracing_spans_dropped_total", reason="queue_full") == 0
 
 
-def test_the_standard_endpoint_variable_turns_tracing_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+def test_the_standard_endpoint_variable_sends_the_spans_there(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A user's own Jaeger or Tempo, named the standard way (here a collector stands in
+    for it: both take OTLP/HTTP at the base URL's /v1/traces)."""
+    store = TraceStore(tmp_path, max_traces=10, max_bytes=10**6)
+    server = collector_server.serve(store, "127.0.0.1", 0)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", server.url)
     traced = tracing.setup("dns", "worker1", CollectorRegistry())
     try:
         assert traced.enabled
+        with traced.tracer.start_as_current_span("DNS.sync"):
+            pass
+        traced.force_flush()
+        spans, _ = store.query(Query())
+        assert [(s["name"], s["component"], s["node"]) for s in spans] == [
+            ("DNS.sync", "dns", "worker1")
+        ]
     finally:
         traced.shutdown()
+        server.shutdown()
+        store.close()
 
 
 def test_the_flag_takes_a_base_url_as_the_standard_variable_does() -> None:
