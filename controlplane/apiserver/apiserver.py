@@ -48,6 +48,7 @@ from .authn import (
 from .authz import BOOTSTRAP_POLICY, Authorizer
 from .crds import CRDController
 from .metrics import Metrics
+from .metricscache import PERIOD, MetricsCache
 from .registry import STATUS, Registry
 from .served import ServedAPI
 from .services import ServiceAllocator
@@ -94,6 +95,8 @@ class Config:
     node_authorizer: bool = True
     tracing_endpoint: str = ""
     """`--tracing-endpoint` (`kubelab.tracing`); empty: the standard variables, or off."""
+    metric_resolution: float = PERIOD
+    """`--metric-resolution`: seconds between scrapes of the kubelets (metricscache.py)."""
 
 
 def _resource(name: str) -> Resource:
@@ -185,6 +188,9 @@ class APIServer:
             anonymous=config.anonymous_auth,
         )
         self.kubelets = kubelet.KubeletClient(config.kubelet_auth, self.tracing)
+        self.resource_usage = MetricsCache(
+            self.kubelets, self.cached_list, self.tracing, config.metric_resolution
+        )
         self.subresources = subresources.storage(self)
         self.audit = AuditLog(config.audit_log_path)
         self.bootstrapped = False
@@ -241,8 +247,10 @@ class APIServer:
         with self.tracing.span("APIServer.bootstrap"):  # one trace, not one per write
             self.bootstrap()
         self.crds.start()
+        self.resource_usage.start()
 
     def stop(self) -> None:
+        self.resource_usage.stop()
         self.crds.stop()
         self.cacher.stop()
         self.audit.close()
@@ -458,23 +466,8 @@ class APIServer:
     def version_info() -> dict[str, str]:
         return dict(KUBERNETES_VERSION)
 
-    def resource_metrics(self, r: Resource, namespace: str, name: str) -> Object:
-        """metrics.k8s.io, from every registered node's /stats/summary."""
-        nodes = self.cached_list("nodes", "")
-        items: list[Object] = []
-        for node in nodes:
-            try:
-                summary = self.kubelets.get_json(node, "/stats/summary")
-            except errors.StatusError as exc:
-                log.info("metrics: skipping node %s: %s", node["metadata"]["name"], exc)
-                continue
-            if r.plural == "nodes":
-                items.append(kubelet.node_metrics(node, summary))
-            else:
-                items += kubelet.pod_metrics(summary, namespace)
-        if name:
-            for item in items:
-                if item["metadata"]["name"] == name:
-                    return item
-            raise errors.not_found(r.plural, name, r.group)
-        return {"kind": r.list_kind, "apiVersion": r.api_version, "metadata": {}, "items": items}
+    def resource_metrics(
+        self, r: Resource, namespace: str, name: str, label_selector: str, field_selector: str
+    ) -> Object:
+        """metrics.k8s.io, from the kubelets' figures the scraper keeps (metricscache.py)."""
+        return self.resource_usage.get(r, namespace, name, label_selector, field_selector)

@@ -3,7 +3,7 @@
 * Reviews (never stored): SelfSubjectAccessReview and SelfSubjectRulesReview
   (``kubectl auth can-i``), SubjectAccessReview, TokenReview, SelfSubjectReview
   (``kubectl auth whoami``): a table by kind.
-* ``metrics.k8s.io``: read-only, from the kubelets (`APIServer.resource_metrics`).
+* ``metrics.k8s.io``: read-only, from the kubelets' kept figures (`APIServer.resource_metrics`).
 * The request helpers the main resource's handlers (`app`) and the subresources' REST
   objects (`subresources`) share: the body, ``dryRun``, the field manager, the JSON answer.
 """
@@ -76,7 +76,13 @@ def virtual(server: APIServer, r: Resource, info: RequestInfo, user: UserInfo) -
     if r.group == "metrics.k8s.io":
         if info.verb not in ("get", "list"):
             raise errors.method_not_allowed(f"{r.group_resource} is read-only")
-        return server.resource_metrics(r, info.namespace, info.name)
+        return server.resource_metrics(
+            r,
+            info.namespace,
+            info.name,
+            request.args.get("labelSelector", ""),
+            request.args.get("fieldSelector", ""),
+        )
     if info.verb != "create":
         raise errors.method_not_allowed(f"only create is supported on {r.group_resource}")
     body = request_body()

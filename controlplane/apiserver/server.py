@@ -48,6 +48,7 @@ from .apiserver import APIServer, Config  # noqa: E402
 from .app import create_app  # noqa: E402
 from .authn import SERVICE_ACCOUNT_ISSUER, UnverifiedCertificate  # noqa: E402
 from .kubelet import KubeletAuth  # noqa: E402
+from .metricscache import PERIOD  # noqa: E402
 from .tls import TLSSocket, server_context  # noqa: E402
 
 log = logging.getLogger("kubelab.apiserver")
@@ -187,6 +188,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kubelet-client-certificate", type=Path)
     p.add_argument("--kubelet-client-key", type=Path)
     p.add_argument("--kubelet-certificate-authority", type=Path)
+    p.add_argument(
+        "--metric-resolution",
+        type=_seconds,
+        default=PERIOD,
+        help="how often the kubelets' figures for metrics.k8s.io are scraped (e.g. 15s)",
+    )
     p.add_argument("-v", "--v", type=int, default=1, help="log verbosity (0-5)")
     tracing.add_flags(p)
     return p.parse_args(argv)
@@ -233,7 +240,19 @@ def config_from(args: argparse.Namespace) -> Config:
             args.kubelet_certificate_authority,
         ),
         tracing_endpoint=args.tracing_endpoint,
+        metric_resolution=args.metric_resolution,
     )
+
+
+def _seconds(text: str) -> float:
+    """A duration in seconds, as "15s" or "15" (metrics-server's --metric-resolution)."""
+    try:
+        value = float(text.removesuffix("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 15s") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the duration must be positive")
+    return value
 
 
 def main(argv: list[str] | None = None) -> None:

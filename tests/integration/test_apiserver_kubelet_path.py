@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -19,10 +20,31 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from kubelab import pki
+from lab.localplane import LocalControlPlane
 from tests import standin
-from tests.integration.controlplane_fixture import Lab, lab, namespace
+from tests.integration.controlplane_fixture import Lab, namespace
 
-__all__ = ["lab", "namespace"]  # pytest fixtures used below
+__all__ = ["namespace"]  # pytest fixtures used below
+
+RESOLUTION = 0.5
+"""Seconds between the apiserver's scrapes of the kubelets here (--metric-resolution)."""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """The control plane, scraping the stand-in kubelet often enough for `kubectl top`
+    to see the figures a test has just set."""
+    plane = LocalControlPlane(
+        tmp_path_factory.mktemp("plane"),
+        store_members=1,
+        extra_args=[f"--metric-resolution={RESOLUTION}s"],
+    )
+    try:
+        plane.start(timeout=90)
+        yield Lab(plane)
+    finally:
+        plane.stop()
+
 
 SUMMARY = {
     "node": {
@@ -144,11 +166,13 @@ def kubelet(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fake
     lab.api("DELETE", "/api/v1/nodes/worker-1")
 
 
-def _pod_on_worker(lab: Lab, namespace: str, name: str = "web") -> None:
+def _pod_on_worker(
+    lab: Lab, namespace: str, name: str = "web", labels: dict[str, str] | None = None
+) -> None:
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": labels or {}},
         "spec": {"nodeName": "worker-1", "containers": [{"name": "app", "image": "busybox:1.36"}]},
     }
     r = lab.api("POST", f"/api/v1/namespaces/{namespace}/pods", json=pod)
@@ -187,24 +211,38 @@ def test_logs_of_an_unscheduled_pod_or_unknown_container_are_clear_errors(
     assert "container nope is not valid for pod other" in done.stderr
 
 
+def _pod_stats(namespace: str, name: str, nano_cores: int, mebibytes: int) -> dict[str, Any]:
+    return {
+        "podRef": {"name": name, "namespace": namespace},
+        "containers": [
+            {
+                "name": "app",
+                "cpu": {"usageNanoCores": nano_cores},
+                "memory": {"workingSetBytes": mebibytes * 1024 * 1024},
+            }
+        ],
+    }
+
+
 def test_kubectl_top_and_the_node_proxy(lab: Lab, namespace: str, kubelet: FakeKubelet) -> None:
-    _pod_on_worker(lab, namespace, "busy")
+    _pod_on_worker(lab, namespace, "busy", labels={"app": "busy"})
+    _pod_on_worker(lab, namespace, "idle", labels={"app": "idle"})
     kubelet.pods = [
-        {
-            "podRef": {"name": "busy", "namespace": namespace},
-            "containers": [
-                {
-                    "name": "app",
-                    "cpu": {"usageNanoCores": 5_000_000},
-                    "memory": {"workingSetBytes": 8 * 1024 * 1024},
-                }
-            ],
-        }
+        _pod_stats(namespace, "busy", 5_000_000, 8),
+        _pod_stats(namespace, "idle", 1_000_000, 2),
     ]
+    time.sleep(3 * RESOLUTION)  # a scrape since the figures were set
     nodes = lab.kubectl("top", "node", "worker-1").stdout.splitlines()
     assert nodes[1].split()[:2] == ["worker-1", "250m"]
     pods = lab.kubectl("top", "pod", "-n", namespace).stdout.splitlines()
-    assert pods[1].split() == ["busy", "5m", "8Mi"]
+    assert sorted(line.split() for line in pods[1:]) == [
+        ["busy", "5m", "8Mi"],
+        ["idle", "1m", "2Mi"],
+    ]
+    # Selectors select on the pods' own labels and fields, as metrics-server does.
+    for selector in (["-l", "app=idle"], ["--field-selector", "metadata.name=idle"]):
+        shown = lab.kubectl("top", "pod", "-n", namespace, *selector).stdout.splitlines()
+        assert [line.split()[0] for line in shown[1:]] == ["idle"], selector
     raw = json.loads(
         lab.kubectl("get", "--raw", "/api/v1/nodes/worker-1/proxy/stats/summary").stdout
     )
