@@ -162,5 +162,8 @@ class MetricsCache:
                 if pod is None:  # deleted since the scrape
                     continue
                 item["metadata"]["labels"] = pod["metadata"].get("labels") or {}
+                # When the figures were taken: the HPA sets aside a starting pod's
+                # figures taken before its last readiness change.
+                item["timestamp"] = scraped.at.strftime("%Y-%m-%dT%H:%M:%SZ")
                 out.append(item)
         return out

@@ -258,3 +258,70 @@ def test_kubectl_exec_is_tunnelled_to_the_kubelet(
     path, client = kubelet.requests[-1]
     assert path.startswith(f"/exec/{namespace}/shell/app?")
     assert "command=echo" in path and client == "kube-apiserver-kubelet-client"
+
+
+def _wait_for(what: str, check: Any, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _run_on_worker(lab: Lab, namespace: str, pod: str) -> None:
+    """What the scheduler and the kubelet would do: bind `pod` to worker-1 and report it
+    running and Ready since long enough for its figures to count."""
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "worker-1"},
+    }
+    path = f"/api/v1/namespaces/{namespace}/pods/{pod}"
+    assert lab.api("POST", f"{path}/binding", json=binding).status_code == 201
+    current = lab.api("GET", path).json()
+    stamp = "2026-01-01T00:00:00Z"
+    current["status"] = {
+        "phase": "Running",
+        "startTime": stamp,
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": stamp}],
+    }
+    r = lab.api("PUT", f"{path}/status", json=current)
+    assert r.status_code == 200, r.text
+
+
+def test_kubectl_autoscale_scales_on_the_scraped_figures(
+    lab: Lab, namespace: str, kubelet: FakeKubelet
+) -> None:
+    """The real path: the stand-in kubelet's figures, scraped by the apiserver, read by
+    the controller-manager's HPA controller through metrics.k8s.io."""
+    lab.kubectl(
+        "create", "deployment", "burn", "--image=busybox:1.36", "-n", namespace, "--replicas=1"
+    )
+    lab.kubectl("set", "resources", "deployment", "burn", "--requests=cpu=100m", "-n", namespace)
+
+    def pods() -> list[str]:
+        found = lab.kubectl_json("get", "pods", "-l", "app=burn", "-n", namespace)["items"]
+        spec_cpu = [p for p in found if p["spec"]["containers"][0].get("resources")]
+        return [p["metadata"]["name"] for p in spec_cpu]
+
+    (pod,) = _wait_for("the deployment's pod with its request", pods)
+    _run_on_worker(lab, namespace, pod)
+    kubelet.pods = [_pod_stats(namespace, pod, 90_000_000, 8)]  # 90% of the request
+    lab.kubectl(
+        "autoscale", "deployment", "burn", "--cpu-percent=50", "--min=1", "--max=5", "-n", namespace
+    )
+
+    def scaled() -> bool:
+        shown = lab.kubectl_json("get", "deployment", "burn", "-n", namespace)
+        return bool(shown["spec"]["replicas"] == 2)
+
+    _wait_for("the deployment scaled to 2", scaled)
+    table = lab.kubectl("get", "hpa", "burn", "-n", namespace).stdout
+    assert "cpu: 90%/50%" in table, table
+    described = lab.kubectl("describe", "hpa", "burn", "-n", namespace).stdout
+    assert "New size: 2; reason: cpu resource utilization (percentage of request) above target" in (
+        described
+    ), described
