@@ -188,8 +188,9 @@ class APIServer:
             anonymous=config.anonymous_auth,
         )
         self.kubelets = kubelet.KubeletClient(config.kubelet_auth, self.tracing)
+        # The scraper's own client, untraced (metricscache.py says why).
         self.resource_usage = MetricsCache(
-            self.kubelets, self.cached_list, self.tracing, config.metric_resolution
+            kubelet.KubeletClient(config.kubelet_auth), self.cached_list, config.metric_resolution
         )
         self.subresources = subresources.storage(self)
         self.audit = AuditLog(config.audit_log_path)
