@@ -47,6 +47,7 @@ process that runs the cluster's controllers. Its flags are kube-controller-manag
                                    the CSR signer's CA (off without it) and validity (1y)
     --max-endpoints-per-slice N    100
     --resource-quota-sync-period   5m
+    --horizontal-pod-autoscaler-sync-period   15s
     --concurrent-{endpoint,service-endpoint,job,cron-job,resource-quota}-syncs N   5
     --job-pod-failure-backoff      kubelab's own: 10s, Kubernetes' fixed back-off
                                    before a Job replaces a failed pod (tests shorten it)
@@ -315,6 +316,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--concurrent-resource-quota-syncs", type=int, default=5)
     p.add_argument(
         "--resource-quota-sync-period", type=duration, default=resourcequota.DEFAULT_SYNC_PERIOD
+    )
+    p.add_argument(
+        "--horizontal-pod-autoscaler-sync-period",
+        type=duration,
+        default=podautoscaler.SYNC_PERIOD,
     )
     p.add_argument("--concurrent-endpoint-syncs", type=int, default=5)
     p.add_argument("--concurrent-service-endpoint-syncs", type=int, default=5)

@@ -194,8 +194,8 @@ class HorizontalPodAutoscalerController:
         self._client: RestClient = ctx.client_for(NAME)
         self._events = EventRecorder(self._client, "horizontal-pod-autoscaler", clock=clock)
         self._metrics: MetricsSource = metrics or MetricsAPI(self._client)
-        self._period = float(
-            getattr(ctx.args, "horizontal_pod_autoscaler_sync_period", None) or SYNC_PERIOD
+        self._period: float = getattr(
+            ctx.args, "horizontal_pod_autoscaler_sync_period", SYNC_PERIOD
         )
         self._history: dict[str, calc.History] = {}
         self._lock = threading.Lock()
