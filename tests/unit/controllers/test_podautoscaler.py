@@ -169,11 +169,32 @@ def test_a_busy_deployment_is_scaled_up_through_its_scale_subresource(
     assert "cpu: 90%/50%" in row
 
 
-def test_replicas_outside_the_bounds_are_brought_within(cluster: Cluster, harness: Harness) -> None:
-    deployment(cluster, 7)
-    hpa(cluster, low=2, high=4)
+@pytest.mark.parametrize("kind", ["Deployment", "ReplicaSet", "StatefulSet"])
+def test_replicas_outside_the_bounds_are_brought_within(
+    cluster: Cluster, harness: Harness, kind: str
+) -> None:
+    """Through the scale subresource of each kind of target."""
+    resource = resource_for("apps/v1", kind)
+    spec: dict[str, Any] = {"replicas": 7}
+    if kind == "StatefulSet":
+        labels = {"app": "web"}
+        spec |= {
+            "selector": {"matchLabels": labels},
+            "serviceName": "web",
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+            },
+        }
+    new_object(cluster, resource, "web", spec=spec)
+    hpa(
+        cluster,
+        low=2,
+        high=4,
+        scaleTargetRef={"apiVersion": "apps/v1", "kind": kind, "name": "web"},
+    )
     start(harness, Figures())
-    eventually(lambda: replicas(cluster) == 4)
+    eventually(lambda: cluster.get(resource, "ns", "web")["spec"]["replicas"] == 4)
     eventually(
         lambda: (
             (
