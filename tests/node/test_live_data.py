@@ -165,8 +165,9 @@ def test_kubectl_attach_and_top(live: Cluster, ns: str, pod_network_up: list[Nod
         shown = live.kubectl("top", "pod", "busy", "-n", ns, "--no-headers", check=False)
         return shown.stdout if shown.returncode == 0 else ""
 
-    # NAME  CPU(cores)  MEMORY(bytes): numbers from the kubelet's /stats/summary.
-    until(top, "kubectl top pod")
+    # NAME  CPU(cores)  MEMORY(bytes): numbers from the kubelet's /stats/summary, once
+    # the apiserver's next scrape (every 15 s) has seen the pod.
+    until(top, "kubectl top pod", timeout=60)
     name, cpu, memory = top().split()
     assert name == "busy" and cpu.endswith("m") and memory.endswith("Mi")
 
