@@ -1,0 +1,2 @@
+"""The ingress controller add-on: nginx configured from Ingresses (docs/architecture.md,
+"Ingress")."""

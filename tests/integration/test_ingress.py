@@ -1,0 +1,136 @@
+"""The ingress controller against the real apiserver: nginx.conf follows Ingresses,
+Services and EndpointSlices, each Ingress shows the controller's LoadBalancer address,
+and a rule naming a missing Service answers 503 and records an Event."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.ingress.controller import IngressController
+from kubelab.client import RestClient, resource_for
+from lab.testenv import Environment
+from tests.waiting import until
+
+SERVICES = resource_for("v1", "Service")
+SLICES = resource_for("discovery.k8s.io/v1", "EndpointSlice")
+INGRESSES = resource_for("networking.k8s.io/v1", "Ingress")
+EVENTS = resource_for("v1", "Event")
+
+ADDRESS = "172.30.255.200"
+
+
+@pytest.fixture(scope="module")
+def admin(apiserver: Environment) -> Iterator[RestClient]:
+    with RestClient(apiserver.client_config(), qps=None) as client:
+        yield client
+
+
+def service(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"ports": [{"name": "http", "port": 80}]}}
+
+
+def endpoint_slice(service: str, ip: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{service}-x", "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+    }
+
+
+def backend(name: str) -> dict[str, Any]:
+    return {"service": {"name": name, "port": {"number": 80}}}
+
+
+def test_an_ingress_is_rendered_published_and_its_missing_service_reported(
+    apiserver: Environment, admin: RestClient, namespace: str, tmp_path: Path
+) -> None:
+    lb = admin.create(
+        SERVICES,
+        {
+            "metadata": {"name": "ingress-nginx-controller"},
+            "spec": {**service("x")["spec"], "type": "LoadBalancer"},
+        },
+        namespace,
+    )
+    admin.patch(
+        SERVICES,
+        lb["metadata"]["name"],
+        {"status": {"loadBalancer": {"ingress": [{"ip": ADDRESS, "ipMode": "VIP"}]}}},
+        namespace,
+        subresource="status",
+    )
+    admin.create(SERVICES, service("web"), namespace)
+    admin.create(SLICES, endpoint_slice("web", "10.244.1.5"), namespace)
+    reloads: list[str] = []
+    stop = threading.Event()
+    client = RestClient(apiserver.client_config(), qps=None)
+    controller = IngressController(
+        client,
+        conf_dir=tmp_path,
+        reload=lambda: reloads.append((tmp_path / "nginx.conf").read_text()),
+        publish_service=f"{namespace}/ingress-nginx-controller",
+    )
+    thread = threading.Thread(target=controller.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        until(lambda: reloads, "the first nginx.conf")
+        ingress = admin.create(
+            INGRESSES,
+            {
+                "metadata": {"name": "web"},
+                "spec": {
+                    "rules": [
+                        {
+                            "host": "web.example",
+                            "http": {
+                                "paths": [
+                                    {"path": "/", "pathType": "Prefix", "backend": backend("web")},
+                                    {
+                                        "path": "/gone",
+                                        "pathType": "Exact",
+                                        "backend": backend("nothere"),
+                                    },
+                                ]
+                            },
+                        }
+                    ]
+                },
+            },
+            namespace,
+        )
+        upstream = f"upstream {namespace}-web-http {{\n    server 10.244.1.5:8080;"
+        until(lambda: upstream in reloads[-1], "web's endpoints in nginx.conf")
+        assert "location = /gone {\n      return 503;" in reloads[-1]
+
+        def shown() -> Any:
+            current = admin.get(INGRESSES, "web", namespace)
+            return current.get("status", {}).get("loadBalancer", {}).get("ingress")
+
+        until(lambda: shown() == [{"ip": ADDRESS}], "the Ingress's status.loadBalancer")
+
+        def warnings() -> list[str]:
+            events = admin.list(EVENTS, namespace)["items"]
+            return [
+                e["message"]
+                for e in events
+                if e["involvedObject"].get("uid") == ingress["metadata"]["uid"]
+                and e["reason"] == "ServiceNotFound"
+            ]
+
+        until(lambda: warnings(), "a ServiceNotFound Event on the Ingress")
+        assert f"service {namespace}/nothere does not exist" in warnings()[0]
+
+        admin.create(SERVICES, service("nothere"), namespace)
+        admin.create(SLICES, endpoint_slice("nothere", "10.244.2.9"), namespace)
+        until(lambda: "server 10.244.2.9:8080;" in reloads[-1], "the new Service's endpoints")
+        assert "return 503;" not in reloads[-1]
+    finally:
+        stop.set()
+        thread.join(10)
+        client.close()
