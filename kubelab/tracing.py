@@ -75,6 +75,7 @@ COMPONENTS = (
     "kubelet",
     "kube-proxy",
     "dns",
+    "ingress-nginx",
 )
 """The values of `service.name`: `labctl trace -o json`'s `component` is one of them."""
 

@@ -15,9 +15,11 @@ docstring of `kubelab.nodeagent`); the status writes and Events happen inside it
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,13 +54,27 @@ def is_ours(ingress: Object, class_name: str = CLASS_NAME) -> bool:
     return named is None or named == class_name
 
 
-def fifo_reload(path: Path) -> Reload:
+def fifo_reload(path: Path, wait: float = 30.0) -> Reload:
     """A reload that writes a line to the FIFO `path`, which the nginx container's
-    script reads to run `nginx -s reload` (docs/architecture.md, "Ingress"). No reader
-    yet (nginx still starting) is an error: the sync is retried."""
+    script reads to run `nginx -s reload` (docs/architecture.md, "Ingress"). While
+    nginx's container is starting there is no FIFO or no reader yet: the reload waits
+    for one up to `wait` seconds, then fails (the sync is retried)."""
 
     def reload() -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ENXIO):
+                    raise
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"nobody reads {path} after {wait:.0f} s: is nginx's container "
+                        "running (kubectl logs -c nginx)?"
+                    ) from None
+                time.sleep(0.1)
         try:
             os.write(fd, b"reload\n")
         finally:

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from agents.proxy.announce import EXCLUDE_LABEL as EXCLUDE_FROM_LB_LABEL
 from kubelab import pki
 from kubelab.client import RestClient, StatusError, load_config, resource_for
-from lab.labadm import certs_upload, dns, storage, tokens
+from lab.labadm import certs_upload, dns, ingress, storage, tokens
 from lab.labadm.layout import (
     API_PORT,
     CLUSTER_DNS,
@@ -905,6 +905,13 @@ INIT = Workflow[InitData](
                 "storage",
                 "The default StorageClass (local-path volumes)",
                 lambda d: storage.deploy(None if d.dry_run else d.client()),
+            ),
+            Phase(
+                "ingress",
+                "ingress-nginx: the default IngressClass and its controller behind a LoadBalancer",
+                lambda d: ingress.deploy(
+                    None if d.dry_run else d.client(), d.image, d.tracing_endpoint
+                ),
             ),
         ),
         Phase("show-join-command", "Prints how to use the cluster and join it", show_join_command),

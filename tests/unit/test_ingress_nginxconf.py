@@ -1,11 +1,19 @@
 """nginx.conf rendered from Ingresses: host and path rules, endpoints as upstreams,
-TLS from Secrets, the default backend, and what a missing Service answers."""
+TLS from Secrets, the default backend, and what a missing Service answers; the reload
+through the FIFO nginx's container reads."""
 
 from __future__ import annotations
 
 import base64
+import os
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from agents.ingress.controller import fifo_reload
 from agents.ingress.nginxconf import render
 
 
@@ -212,3 +220,26 @@ def test_a_named_port_that_the_service_lacks_is_reported() -> None:
     out = render([ing], [service("web")], [slice_("web", "10.244.1.5")], [], directory="/conf")
     [problem] = out.problems
     assert problem.reason == "ServicePortNotFound"
+
+
+def test_a_reload_waits_for_nginx_to_read_the_fifo(tmp_path: Path) -> None:
+    fifo = tmp_path / "reload"
+    read: list[str] = []
+
+    def nginx() -> None:  # the nginx container's script: make the FIFO, then read it
+        time.sleep(0.3)
+        os.mkfifo(fifo)
+        with fifo.open() as lines:
+            read.append(lines.readline())
+
+    reader = threading.Thread(target=nginx)
+    reader.start()
+    fifo_reload(fifo)()
+    reader.join(5)
+    assert read == ["reload\n"]
+
+
+def test_a_reload_nobody_reads_says_so(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "reload")
+    with pytest.raises(RuntimeError, match="is nginx's container running"):
+        fifo_reload(tmp_path / "reload", wait=0.2)()
