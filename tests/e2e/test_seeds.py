@@ -4,7 +4,7 @@ merged it into the (temporary) user kubeconfig: `kubectl create deployment nginx
 over the workers, a deleted pod is replaced; apply with a change and a rollout; get,
 logs, exec, top, `get -w`, delete; a Service reaches nginx by DNS name (the cluster DNS
 add-on) from a pod on another node; `kubectl expose --type=LoadBalancer` reaches it from
-this machine."""
+this machine, and so does an Ingress through the ingress add-on."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -219,9 +220,62 @@ def test_a_loadbalancer_service_is_reached_from_this_machine(
     )
 
 
-def _fetch(address: str) -> str:
+INGRESS = """
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web}
+spec:
+  rules:
+  - host: web.example
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web-ing, port: {number: 80}}}}
+      - {path: /gone, pathType: Exact, backend: {service: {name: nothere, port: {number: 80}}}}
+"""
+
+
+def test_an_ingress_routes_a_host_from_this_machine(nginx: dict[str, str]) -> None:
+    """The ingress add-on: an Ingress (of the default class `nginx`) shows the address of
+    ingress-nginx's LoadBalancer Service, where nginx answers for its host with the
+    Service's pods; a path to a missing Service answers 503 and has an Event."""
+    kubectl("expose", "deployment", "nginx", "--port=80", "--name=web-ing")
+    kubectl("get", "ingressclass", "nginx")
+    kubectl("apply", "-f", "-", stdin=INGRESS)
+    jsonpath = "jsonpath={.status.loadBalancer.ingress[0].ip}"
+    until(lambda: kubectl("get", "ingress", "web", "-o", jsonpath), "the Ingress's ADDRESS")
+    address = kubectl("get", "ingress", "web", "-o", jsonpath)
+    lb = ("service", "-n", "ingress-nginx", "ingress-nginx-controller", "-o", jsonpath)
+    assert address == kubectl("get", *lb)
+    until(
+        lambda: "Welcome to nginx" in _fetch(address, host="web.example"),
+        f"nginx at http://{address}/ for Host web.example",
+    )
+    assert _status(address, "/gone", "web.example") == 503
+    assert _status(address, "/", "other.example") == 404
+    until(
+        lambda: (
+            "ServiceNotFound"
+            in kubectl("get", "events", "--field-selector=involvedObject.name=web")
+        ),
+        "the Ingress's ServiceNotFound Event",
+    )
+    kubectl("delete", "ingress", "web")
+    kubectl("delete", "service", "web-ing")
+
+
+def _status(address: str, path: str, host: str) -> int:
+    request = urllib.request.Request(f"http://{address}{path}", headers={"Host": host})
     try:
-        with urllib.request.urlopen(f"http://{address}/", timeout=3) as answer:
+        with urllib.request.urlopen(request, timeout=3) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def _fetch(address: str, host: str = "") -> str:
+    request = urllib.request.Request(f"http://{address}/", headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(request, timeout=3) as answer:
             return str(answer.read().decode(errors="replace"))
     except OSError:
         return ""
