@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LAB_DIR ?= .lab
 
-.PHONY: help venv images lint typecheck test test-fast soak bench bench-idle bench-storage up down status stop start verify up-local down-local status-local clean
+.PHONY: help venv images lint typecheck test test-fast soak bench bench-idle bench-storage bench-ingress up down status stop start verify up-local down-local status-local clean
 
 help:
 	@echo "make up        bring up the Docker lab (3 control-plane nodes behind haproxy, 2 workers; CONFIG=cluster.yaml) and print how to use kubectl"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench     run the benchmarks in bench/ and print their figures"
 	@echo "make bench-idle  the running lab's CPU at rest, 300 s (make up first)"
 	@echo "make bench-storage  a claim Bound + its pod Running on the running lab (make up first)"
+	@echo "make bench-ingress  an Ingress change to served, on the running lab (make up first)"
 
 # Real etcd 3.4 (Debian's etcd-server) is the store's oracle in differential tests and
 # its peer in benchmarks.
@@ -98,6 +99,9 @@ bench-idle: $(STAMP)
 
 bench-storage: $(STAMP)
 	$(BIN)/python -m bench.storage --kubeconfig $(LAB_DIR)/admin.conf
+
+bench-ingress: $(STAMP)
+	$(BIN)/python -m bench.ingress --kubeconfig $(LAB_DIR)/admin.conf
 
 CONFIG ?=
 up: $(STAMP)
