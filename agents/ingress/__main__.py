@@ -49,10 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.conf_dir.is_dir():
         parser.error(f"--conf-dir {args.conf_dir} is not a directory: create it or name another")
-    client = RestClient(load_config(args.kubeconfig), user_agent="kubelab-ingress-controller")
     # No /metrics yet: the counters of dropped spans go to a registry nobody reads.
     traced = tracing.setup(
         "ingress-nginx", socket.gethostname(), CollectorRegistry(), args.tracing_endpoint
+    )
+    client = RestClient(
+        load_config(args.kubeconfig),
+        user_agent="kubelab-ingress-controller",
+        tracer=traced.tracer if traced.enabled else None,
     )
     controller = IngressController(
         client,

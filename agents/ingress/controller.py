@@ -10,7 +10,7 @@ Which Ingresses are ours: those whose `spec.ingressClassName` is the controller'
 
 Tracing: a sync that changes caused is `IngressNginx.sync`, with an
 `IngressNginx.updateConfig` per changed object linked to its writer (the module
-docstring of `kubelab.nodeagent`); the status writes and Events happen inside it.
+docstring of `kubelab.nodeagent`); its status patches are `Client.patch` spans inside it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The ingress controller against the real apiserver: nginx.conf follows Ingresses,
 Services and EndpointSlices, each Ingress shows the controller's LoadBalancer address,
-and a rule naming a missing Service answers 503 and records an Event."""
+and a rule naming a missing Service answers 503 and records an Event; the syncs that
+changes caused are spans naming the changed objects, the status writes inside them."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
 
 from agents.ingress.controller import IngressController
+from kubelab import tracing
 from kubelab.client import RestClient, resource_for
 from lab.testenv import Environment
 from tests.waiting import until
@@ -69,9 +73,12 @@ def test_an_ingress_is_rendered_published_and_its_missing_service_reported(
     admin.create(SLICES, endpoint_slice("web", "10.244.1.5"), namespace)
     reloads: list[str] = []
     stop = threading.Event()
-    client = RestClient(apiserver.client_config(), qps=None)
+    exporter = InMemorySpanExporter()
+    traced = tracing.setup("ingress-nginx", "cp1", CollectorRegistry(), exporter=exporter)
+    client = RestClient(apiserver.client_config(), qps=None, tracer=traced.tracer)
     controller = IngressController(
         client,
+        tracer=traced.tracer,
         conf_dir=tmp_path,
         reload=lambda: reloads.append((tmp_path / "nginx.conf").read_text()),
         publish_service=f"{namespace}/ingress-nginx-controller",
@@ -134,3 +141,24 @@ def test_an_ingress_is_rendered_published_and_its_missing_service_reported(
         stop.set()
         thread.join(10)
         client.close()
+        traced.shutdown()
+    spans = exporter.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    updates = [
+        s
+        for s in spans
+        if s.name == "IngressNginx.updateConfig"
+        and (s.attributes or {}).get(tracing.OBJECT_UID) == ingress["metadata"]["uid"]
+        and (s.attributes or {}).get(tracing.OBJECT_KIND) == "Ingress"
+    ]
+    syncs = [by_id[s.parent.span_id] for s in updates if s.parent and s.parent.span_id in by_id]
+    assert syncs and {s.name for s in syncs} == {"IngressNginx.sync"}
+    # The sync that answered the create wrote the Ingress's status, inside its span.
+    patches = [
+        s
+        for s in spans
+        if s.name.startswith("Client.")
+        and s.parent
+        and s.parent.span_id == syncs[0].context.span_id
+    ]
+    assert patches, [s.name for s in spans]
