@@ -19,6 +19,9 @@ What the file says:
   proxies to endpoints rather than to the ClusterIP). A Service that does not exist,
   a port it does not have, or no ready endpoint answer 503, and the first two are
   reported (the controller records an Event on the Ingress).
+* A path with other characters than letters, digits and `-._~/` is left out and
+  reported, as ingress-nginx's strict path validation refuses it: the path is written
+  into nginx.conf, where `;` or `{` would end the directive.
 * The default server (requests for no known host, or a path no rule matches) proxies
   to the oldest Ingress's `spec.defaultBackend`, or answers 404.
 """
@@ -35,7 +38,9 @@ from kubelab.client import Object
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
-TLS_SECRET_TYPE = "kubernetes.io/tls"
+SAFE_PATH = re.compile(r"/[A-Za-z0-9\-._~/]*")
+"""The paths served, as ingress-nginx's strict path validation allows them: a path is
+written into nginx.conf, where `;`, `{` or a quote would end the directive."""
 
 
 @dataclass(frozen=True)
@@ -268,9 +273,18 @@ def render(
             host = rule.get("host") or ""
             paths = hosts.setdefault(host, {})
             for path in (rule.get("http") or {}).get("paths") or []:
-                where = f"ingress {key} rule {number} ({host or '*'}) path {path.get('path', '/')}"
+                value = path.get("path") or "/"
+                where = f"ingress {key} rule {number} ({host or '*'}) path {value}"
+                if not SAFE_PATH.fullmatch(value):
+                    renderer.report(
+                        ingress,
+                        "InvalidPath",
+                        f"{where}: only letters, digits and -._~/ are served in paths "
+                        "(ingress-nginx's strict path validation); the path is left out",
+                    )
+                    continue
                 backend = renderer.backend(ingress, path.get("backend") or {}, where)
-                for location in _locations(path.get("path") or "/", path.get("pathType", "")):
+                for location in _locations(value, path.get("pathType", "")):
                     paths.setdefault(location, backend)
     fallback = default or Backend(status=404)
     lines = [

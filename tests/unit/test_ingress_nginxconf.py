@@ -243,3 +243,11 @@ def test_a_reload_nobody_reads_says_so(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "reload")
     with pytest.raises(RuntimeError, match="is nginx's container running"):
         fifo_reload(tmp_path / "reload", wait=0.2)()
+
+
+def test_a_path_that_would_break_the_file_is_left_out_and_reported() -> None:
+    ing = ingress("web", rule("a.example", path("/ok", "web"), path("/x;}return 200;#", "web")))
+    out = render([ing], [service("web")], [slice_("web", "10.244.1.5")], [], directory="/conf")
+    assert "return 200" not in out.conf and "location /ok/" in out.conf
+    [problem] = out.problems
+    assert problem.reason == "InvalidPath"
