@@ -133,6 +133,8 @@ def test_dry_run_prints_kubeadm_style_lines(
     assert '[addons] Creating Deployment "kube-dns" of the cluster DNS add-on' in out
     assert "[addons] Applied essential addon: cluster DNS at 10.96.0.10" in out
     assert "[addons] Applied essential addon: default StorageClass standard" in out
+    assert '[addons] Creating IngressClass "nginx" of the ingress add-on' in out
+    assert "[addons] Applied addon: ingress-nginx, IngressClass nginx (default)" in out
 
 
 def test_token_form_and_hash_pin() -> None:
