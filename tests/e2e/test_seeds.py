@@ -242,7 +242,12 @@ def test_an_ingress_routes_a_host_from_this_machine(nginx: dict[str, str]) -> No
     kubectl("get", "ingressclass", "nginx")
     kubectl("apply", "-f", "-", stdin=INGRESS)
     jsonpath = "jsonpath={.status.loadBalancer.ingress[0].ip}"
-    until(lambda: kubectl("get", "ingress", "web", "-o", jsonpath), "the Ingress's ADDRESS")
+    # The controller's pod may be moving still (test_lab_ha resets a control-plane node).
+    until(
+        lambda: kubectl("get", "ingress", "web", "-o", jsonpath),
+        "the Ingress's ADDRESS",
+        timeout=120,
+    )
     address = kubectl("get", "ingress", "web", "-o", jsonpath)
     lb = ("service", "-n", "ingress-nginx", "ingress-nginx-controller", "-o", jsonpath)
     assert address == kubectl("get", *lb)
