@@ -77,6 +77,7 @@ def test_plugins_run_in_kubernetes_order_whatever_order_the_flag_lists_them() ->
         "DefaultTolerationSeconds",
         "DefaultStorageClass",
         "StorageObjectInUseProtection",
+        "DefaultIngressClass",
         "MutatingAdmissionWebhook",
         "ValidatingAdmissionWebhook",
         "ResourceQuota",

@@ -30,6 +30,7 @@ from kubelab.api import errors
 
 from ..authz import Authorizer
 from ..registry import Admission, Attributes
+from .default_ingress_class import DefaultIngressClass
 from .default_storage_class import DefaultStorageClass
 from .default_toleration_seconds import DefaultTolerationSeconds
 from .interfaces import (
@@ -65,6 +66,7 @@ PLUGINS: dict[str, Factory] = {
         DefaultTolerationSeconds,
         DefaultStorageClass,
         StorageObjectInUseProtection,
+        DefaultIngressClass,
         MutatingAdmissionWebhook,
         ValidatingAdmissionWebhook,
         ResourceQuota,
