@@ -241,6 +241,8 @@ def test_an_ingress_routes_a_host_from_this_machine(nginx: dict[str, str]) -> No
     kubectl("expose", "deployment", "nginx", "--port=80", "--name=web-ing")
     kubectl("get", "ingressclass", "nginx")
     kubectl("apply", "-f", "-", stdin=INGRESS)
+    # DefaultIngressClass admission gave it the default class.
+    assert kubectl("get", "ingress", "web", "-o", "jsonpath={.spec.ingressClassName}") == "nginx"
     jsonpath = "jsonpath={.status.loadBalancer.ingress[0].ip}"
     # The controller's pod may be moving still (test_lab_ha resets a control-plane node).
     until(
