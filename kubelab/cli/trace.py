@@ -117,6 +117,12 @@ def collector_fetch(url: str, hint: str = START_HINT) -> Fetch:
     return lambda params: page(params)[0]
 
 
+def collector_of(args: argparse.Namespace, hint: str = START_HINT) -> Fetch:
+    """The query API of the collector `add_collector_argument`'s flag names, else the
+    default one."""
+    return collector_fetch(args.collector or DEFAULT_COLLECTOR, hint)
+
+
 def resolve_kind(text: str) -> tuple[str, bool]:
     """The Kind a user's `deployment`, `deploy` or `deployments` names, and whether it is
     namespaced; an unknown word is taken as a Kind as written (a custom resource's), in a
@@ -146,12 +152,20 @@ def gather(fetch: Fetch, kind: str, namespace: str, name: str) -> list[Span]:
         children = fetch({"owner_uid": uid})
         add(children)
         frontier |= {_uid(s) for s in children} - {""}
-    traces = {s["trace_id"] for s in found.values()}
-    traces |= {link["trace_id"] for s in found.values() for link in s["links"]}
-    ordered = sorted(traces)
-    for i in range(0, len(ordered), 50):  # a bounded URL per request
-        add(fetch({"trace_id": ordered[i : i + 50]}))
+    add(traces_of(fetch, list(found.values())))
     return sorted(found.values(), key=lambda s: (s["start"], s["span_id"]))
+
+
+def traces_of(fetch: Fetch, spans: Sequence[Span]) -> list[Span]:
+    """Every span of the traces `spans` are in or link to (`labctl flows` gathers an
+    operation's traces with it too)."""
+    traces = {s["trace_id"] for s in spans}
+    traces |= {link["trace_id"] for s in spans for link in s["links"]}
+    ordered = sorted(traces)
+    found: list[Span] = []
+    for i in range(0, len(ordered), 50):  # a bounded URL per request
+        found += fetch({"trace_id": ordered[i : i + 50]})
+    return found
 
 
 def _uid(span: Span) -> str:
@@ -342,6 +356,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="stream the steps as they happen (one line a span; -o json: one span a line) "
         "until Ctrl-C",
     )
+    add_collector_argument(parser)
+
+
+def add_collector_argument(parser: argparse.ArgumentParser) -> None:
+    """How a command names the trace collector (`labctl trace`'s and `labctl flows`'):
+    None when neither the flag nor the variable does (labctl then asks the lab's state);
+    `collector_of` reads it back."""
     parser.add_argument(
         "--collector",
         default=os.environ.get(COLLECTOR_VARIABLE) or None,

@@ -6,6 +6,7 @@
     labctl ssh cp1 -- uname -a             load-image, kubeconfig, ssh
     labctl trace deployment/nginx          an object's path through the components (from
                                            the lab's trace collector)
+    labctl flows                           the seeds' operations, measured: their table
 
 ``store`` and its verbs are the library's (`kubelab.cli.store`, which parses and runs
 them); the lab's commands are named here, with their help and arguments, and run
@@ -32,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kubelab.cli import store, trace
+from kubelab.cli import flows, store, trace
 from kubelab.cli.output import EXIT_ERROR, EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
@@ -100,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     traced = commands.add_parser("trace", parents=[lab], help=text, description=text)
     trace.add_arguments(traced)
     traced.set_defaults(run=run_trace)
+    text = flows.DESCRIPTION
+    flowed = commands.add_parser("flows", parents=[lab], help=text, description=text)
+    flows.add_arguments(flowed)
+    flowed.set_defaults(run=run_flows)
 
     def command(
         subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str
@@ -222,11 +227,12 @@ def with_lab(args: argparse.Namespace, action: LabAction) -> int:
     return 0
 
 
-def run_trace(args: argparse.Namespace) -> int:
-    """`labctl trace`, from the lab's trace collector (its state.json names it) unless
-    --collector or $KUBELAB_COLLECTOR names another."""
+def with_collector(args: argparse.Namespace, run: Callable[[argparse.Namespace, str], int]) -> int:
+    """Run `labctl trace` or `labctl flows` (`run`, given the arguments and what to say
+    when the collector does not answer) with the lab's trace collector (its state.json
+    names it) unless --collector or $KUBELAB_COLLECTOR names another."""
     if args.collector:
-        return trace.run(args)
+        return run(args, trace.START_HINT)
     from lab import lifecycle
 
     found: list[str] = []
@@ -234,7 +240,17 @@ def run_trace(args: argparse.Namespace) -> int:
     if status != 0:
         return status
     args.collector = found[0]
-    return trace.run(args, hint=lifecycle.COLLECTOR_HINT)
+    return run(args, lifecycle.COLLECTOR_HINT)
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    """`labctl trace`, from the lab's collector (`with_collector`)."""
+    return with_collector(args, lambda a, hint: trace.run(a, hint=hint))
+
+
+def run_flows(args: argparse.Namespace) -> int:
+    """`labctl flows`, with the lab's collector (`with_collector`)."""
+    return with_collector(args, lambda a, hint: flows.run(a, hint=hint))
 
 
 def _given(options: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:

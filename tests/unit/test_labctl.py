@@ -57,7 +57,7 @@ def wide_help(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_help_lists_every_command_with_its_help(capsys: pytest.CaptureFixture[str]) -> None:
     listed = _help(capsys)
     lab = ["up", "down", "status", "stop", "start", "nodes", "load-image", "kubeconfig", "ssh"]
-    assert list(listed) == ["store", "trace", *lab]
+    assert list(listed) == ["store", "trace", "flows", *lab]
     assert all(listed.values()), listed
     assert listed["store"] == "the store (etcd's role), with etcdctl's verbs"
     assert listed["trace"] == "an object's path through the components, from the lab's traces"
@@ -181,3 +181,13 @@ def test_trace_finds_the_labs_collector_in_its_state_or_says_how_to_get_one(
     err = capsys.readouterr().err
     assert "cannot reach the trace collector at http://127.0.0.1:9" in err
     assert "`labctl start` starts a stopped lab" in err and "Traceback" not in err
+
+
+def test_flows_is_dispatched_and_names_an_unreachable_collector(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The collector is asked first, before anything is made on the cluster.
+    assert main(["flows", "get", "--collector", "http://127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot reach the trace collector at http://127.0.0.1:9" in err
+    assert "Traceback" not in err

@@ -1,0 +1,47 @@
+"""`kubectl flow KIND/NAME [-n NS] [-o json]`: `labctl trace` as a kubectl plugin (the
+console script `kubectl-flow`; kubectl runs any `kubectl-<name>` it finds on PATH).
+
+kubectl hands a plugin the words after the plugin's name and its own environment
+(`KUBECONFIG` included); it refuses flags before the name (`kubectl -n web flow ...` is
+"flags cannot be placed before plugin name"). So the plugin takes kubectl's
+`-n/--namespace`, `--context` and `--kubeconfig` after the object, and without `-n` it
+looks where kubectl would: the namespace of the current context (or `--context`'s) of
+the kubeconfig kubectl would read, "default" when the context names none. Everything
+else is `labctl trace`'s (`kubelab.cli.trace`): the same arguments, the same collector,
+the same output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kubelab.client.kubeconfig import KubeconfigError, load_kubeconfig
+
+from . import trace
+from .output import EXIT_ERROR
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="kubectl flow", description=trace.DESCRIPTION)
+    trace.add_arguments(parser)
+    parser.add_argument("--context", help="the kubeconfig context (default: the current one)")
+    parser.add_argument("--kubeconfig", help="the kubeconfig (default: kubectl's)")
+    parser.set_defaults(namespace=None)  # None: the context's (module docstring)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the plugin; return the exit status (`labctl trace`'s)."""
+    args = parse_args(argv)
+    if args.namespace is None:
+        try:
+            args.namespace = load_kubeconfig(args.kubeconfig, context=args.context).namespace
+        except KubeconfigError as e:
+            print(
+                f"error: cannot tell the namespace from your kubeconfig ({e}); name it with -n",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
+    return trace.run(args)
