@@ -1,4 +1,4 @@
-"""`kubectl flow` (kubelab.cli.kubectl_flow) through the real kubectl: a `kubectl-flow`
+"""`kubectl flow` (lab.labctl.kubectl_flow) through the real kubectl: a `kubectl-flow`
 script on PATH, as the console script installs it, is found by kubectl and is `labctl
 trace`; it takes kubectl's `-n` and `--context` after the object and otherwise the
 namespace of the kubeconfig's current context. The collector is a real one in a thread,
@@ -59,7 +59,7 @@ def environment(tmp_path: Path, collector: str) -> dict[str, str]:
     plugins.mkdir()
     script = plugins / "kubectl-flow"
     script.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom kubelab.cli.kubectl_flow import main\n"
+        f"#!{sys.executable}\nimport sys\nfrom lab.labctl.kubectl_flow import main\n"
         "sys.exit(main())\n"
     )
     script.chmod(0o755)

@@ -17,10 +17,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from kubelab.cli import trace
+from kubelab.cli.output import EXIT_ERROR
 from kubelab.client.kubeconfig import KubeconfigError, load_kubeconfig
-
-from . import trace
-from .output import EXIT_ERROR
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
