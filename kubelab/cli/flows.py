@@ -12,7 +12,8 @@ each of them in a namespace of its own (`kubelab-flows-<hex>`, deleted at the en
     logs, exec, top                          (the real-time path, on the same pod)
 
 and `delete-replica` besides: the seeds' delete of a pod that a ReplicaSet owns, which
-they do not draw and which is not the seeds' "no scheduler, no controller-manager".
+they do not draw: its replacement goes through the controller-manager and the scheduler,
+though not in the deletion's trace (`NOTES`).
 The update names the image already running by its full reference: the lab builds its
 images offline and has no second nginx, and a new reference is a new pod template all
 the same (a rolling update), without the pull.
@@ -137,9 +138,12 @@ NOTES = {
     "delete": "The apiserver does not delete a pod bound to a node: it marks it "
     "(deletionTimestamp, a grace period); the kubelet, watching the apiserver, stops the "
     "containers and then deletes the pod for good with a grace period of 0.",
-    "delete-replica": "Deleting a pod a ReplicaSet owns goes through the controller-manager "
-    "and the scheduler after all: the ReplicaSet controller creates a replacement, which "
-    "is scheduled and started as in a create.",
+    "delete-replica": "Deleting a pod a ReplicaSet owns does make the ReplicaSet controller "
+    "create a replacement, which the scheduler places and a kubelet starts, within tens of "
+    "milliseconds; but not in the deletion's trace: the controller's informer sees the pod's "
+    "event in that trace, then reconciles the ReplicaSet, whose work continues the trace kept "
+    "on the ReplicaSet (its last desired-state write). `labctl trace replicaset/NAME` shows "
+    "the replacement.",
     "get": "The apiserver answers reads from its watch cache, not from etcd: a GET without "
     "a resourceVersion first asks the store for its current revision (so that the answer "
     "is as fresh as a quorum read) and waits until the cache has it. Only a paginated "
@@ -149,8 +153,9 @@ NOTES = {
     "which reads the container's log from the runtime.",
     "exec": "exec is a connection upgrade: the apiserver opens one to the kubelet and "
     "relays the streams both ways until the command ends.",
-    "top": "`kubectl top` asks metrics.k8s.io, which the apiserver serves from the "
-    "kubelets' /stats/summary (in Kubernetes, metrics-server does, as an aggregated API).",
+    "top": "`kubectl top` asks metrics.k8s.io, which the apiserver serves itself (in "
+    "Kubernetes, metrics-server does, as an aggregated API), asking every node's kubelet for "
+    "its /stats/summary, not only the pod's node's.",
 }
 """Where the seeds simplify, by operation: printed under the table for what ran."""
 
@@ -314,7 +319,7 @@ def controller_cell(row: Row, seeds: Seeds) -> str:
     if row.controllers:
         lines = [_mark(True), *row.controllers]
     elif row.watched:
-        lines = [_mark(False), "(its informers saw the event; no controller acted)"]
+        lines = [_mark(False), "(its informers saw the event; no reconcile in this trace)"]
     else:
         lines = [_mark(False)]
     return "\n".join([*lines, f"seeds: {_mark(seeds.controller_manager)}"])

@@ -134,7 +134,7 @@ def test_a_deleted_pod_is_seen_by_the_informers_and_stopped_by_its_kubelet() -> 
     seeds = flows.BY_NAME["delete"].seeds
     assert flows.controller_cell(row, seeds).splitlines() == [
         "❌ no",
-        "(its informers saw the event; no controller acted)",
+        "(its informers saw the event; no reconcile in this trace)",
         "seeds: ❌ no",
     ]
     assert flows.scheduler_cell(row, seeds) == "❌ no\nseeds: ❌ no"
