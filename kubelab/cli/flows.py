@@ -26,7 +26,12 @@ everything that followed in them (`trace.traces_of`): the controllers, the sched
 the kubelets continue the trace of the write they react to. The commands that only wait
 (`kubectl rollout status`, `kubectl wait`) and find pods run outside those moments.
 Spans reach the collector in batches (every 5 s by default), so the command waits until
-the traces have stopped growing for `--quiet` seconds.
+the traces have stopped growing for `--quiet` seconds. A trace can grow long after its
+operation: a controller continues the trace kept on the object it reconciles, whatever
+made it reconcile (the pod that replaces a deleted one is created in the trace of the
+update that last wrote its ReplicaSet). So an operation's spans are those of its traces
+that started before the next operation began (`Result.until`); each waits for its
+outcome (`rollout status`, `kubectl wait`) before the next begins.
 
 What a row says, from the spans alone (`summarize`): through the scheduler when there is a
 `Scheduler.schedule` span (and which pod went to which node); through the
@@ -48,6 +53,7 @@ and exit 1, never a traceback; the namespace is deleted in every case.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shutil
 import subprocess
@@ -404,6 +410,9 @@ class Result:
     command: str
     began: datetime
     ended: datetime
+    until: datetime | None = None
+    """When the next operation began (or the last one's waits ended): later spans of its
+    traces are another operation's doing (module docstring)."""
     spans: list[Span] = field(default_factory=list)
 
 
@@ -550,7 +559,9 @@ class Flows:
             self.measure("delete-replica", "delete", "pod", pod, "--wait=false")
             self.k("wait", "--for=delete", f"pod/{pod}", wait)
             self.rollout()
-        self.results = [r for r in self.results if r.operation.name in wanted]
+        for result, after in itertools.pairwise(self.results):
+            result.until = after.began
+        self.results[-1].until = self.clock()
 
     def execute(
         self,
@@ -567,6 +578,7 @@ class Flows:
                 self.run(wanted)
             with progress("gathering the traces from the collector"):
                 self.gather(since)
+            self.results = [r for r in self.results if r.operation.name in wanted]
         finally:
             try:
                 self.kubectl("delete", "namespace", self.namespace, "--wait=false")
@@ -593,7 +605,10 @@ class Flows:
             ours = self.fetch({"namespace": self.namespace, "since": since.isoformat()})
             for result in self.results:
                 roots = self.requests_of(result, ours)
-                result.spans = trace.traces_of(self.fetch, roots) if roots else []
+                spans = trace.traces_of(self.fetch, roots) if roots else []
+                result.spans = [
+                    s for s in spans if result.until is None or _time(s["start"]) < result.until
+                ]
             missing = [r.command for r in self.results if not r.spans]
             count = sum(len(r.spans) for r in self.results)
             now = time.monotonic()

@@ -191,7 +191,7 @@ def request(name: str, start_ms: float, trace_id: str, agent: str = KUBECTL_AGEN
     )
 
 
-def test_an_operations_traces_are_kubectls_requests_while_its_command_ran() -> None:
+def test_an_operations_traces_are_kubectls_requests_while_its_command_ran_until_the_next() -> None:
     spans = [
         request("APIServer.create deployments", 10, "create"),
         span("Kubelet.syncPod", "kubelet", 500, 40, trace_id="create"),
@@ -200,13 +200,15 @@ def test_an_operations_traces_are_kubectls_requests_while_its_command_ran() -> N
         # The controllers' own requests are not kubectl's.
         request("APIServer.create replicasets", 20, "create-rs", agent="kube-controller-manager"),
         request("APIServer.get pods", 1000, "get"),
+        # The create's trace grows after the next operation began: not the create's.
+        span("Scheduler.schedule", "scheduler", 1200, 3, trace_id="create"),
     ]
     run = flows.Flows(lambda *a, **k: "", FakeCollector(spans), "flows", timeout=5, quiet=0)
     ms = timedelta(milliseconds=1)
     create, get = flows.BY_NAME["create"], flows.BY_NAME["get"]
     run.results = [
-        flows.Result(create, "kubectl create deployment", T0 + 5 * ms, T0 + 50 * ms),
-        flows.Result(get, "kubectl get pod", T0 + 990 * ms, T0 + 1010 * ms),
+        flows.Result(create, "kubectl create deployment", T0 + 5 * ms, T0 + 50 * ms, T0 + 990 * ms),
+        flows.Result(get, "kubectl get pod", T0 + 990 * ms, T0 + 1010 * ms, T0 + 1100 * ms),
     ]
     run.gather(T0)
     assert [s["name"] for s in run.results[0].spans] == [
