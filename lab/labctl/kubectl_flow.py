@@ -7,8 +7,9 @@ kubectl hands a plugin the words after the plugin's name and its own environment
 `-n/--namespace`, `--context` and `--kubeconfig` after the object, and without `-n` it
 looks where kubectl would: the namespace of the current context (or `--context`'s) of
 the kubeconfig kubectl would read, "default" when the context names none. Everything
-else is `labctl trace`'s (`kubelab.cli.trace`): the same arguments, the same collector,
-the same output.
+else is `labctl trace`'s (`cli.run_trace`): the same arguments (the lab's options
+included), the same collector (the lab's, unless --collector or $KUBELAB_COLLECTOR names
+another), the same output.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from kubelab.cli import trace
 from kubelab.cli.output import EXIT_ERROR
 from kubelab.client.kubeconfig import KubeconfigError, load_kubeconfig
 
+from . import cli
+
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="kubectl flow", description=trace.DESCRIPTION)
+    parser = argparse.ArgumentParser(
+        prog="kubectl flow", description=trace.DESCRIPTION, parents=[cli.lab_options()]
+    )
     trace.add_arguments(parser)
     parser.add_argument("--context", help="the kubeconfig context (default: the current one)")
     parser.add_argument("--kubeconfig", help="the kubeconfig (default: kubectl's)")
@@ -43,4 +48,4 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return EXIT_ERROR
-    return trace.run(args)
+    return cli.run_trace(args)

@@ -183,6 +183,21 @@ def test_trace_finds_the_labs_collector_in_its_state_or_says_how_to_get_one(
     assert "`labctl start` starts a stopped lab" in err and "Traceback" not in err
 
 
+def test_flows_finds_the_labs_collector_as_trace_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["flows", "get", "--dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "no lab 'kubelab'" in err and "`labctl up` makes one" in err
+    state = tmp_path / "kubelab" / "state.json"
+    state.parent.mkdir()
+    state.write_text('{"prefix": "p", "nodes": [], "collector": "http://127.0.0.1:9"}')
+    assert main(["flows", "get", "--dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "cannot reach the trace collector at http://127.0.0.1:9" in err
+    assert "`labctl start` starts a stopped lab" in err and "Traceback" not in err
+
+
 def test_flows_is_dispatched_and_names_an_unreachable_collector(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
