@@ -36,14 +36,15 @@ outcome (`rollout status`, `kubectl wait`) before the next begins.
 What a row says, from the spans alone (`summarize`): through the scheduler when there is a
 `Scheduler.schedule` span (and which pod went to which node); through the
 controller-manager when a controller reconciled (`Controller.reconcile`, by
-`kubelab.controller`), "watched only" when its informers saw the event and no controller
-acted on it; the data source: a kubelet when the apiserver proxied to one
-(`APIServer.proxy`), the store when the apiserver wrote (`APIServer.store`, with the
-kubelets that then acted), else the apiserver's watch cache (a read: the apiserver's
-reads come from its watch cache, asking the store only for its current revision, and
-no span of the apiserver reads an object from the store). The hops are the components
-in the order they first acted, each with its first span's offset from the operation's
-first span and the time its spans cover.
+`kubelab.controller`), and a "no" that says so when its informers saw the operation's
+events but no reconcile is in its traces; the data source: a kubelet when the apiserver
+proxied to one (`APIServer.proxy`), the store when the apiserver wrote (`APIServer.store`,
+with the kubelets that then acted), else the apiserver's watch cache (a read: the
+apiserver reads from its watch cache, asking the store only for its current revision;
+no span says where an object was read from, so this is the registry's rule, which the
+spans agree with, not a measurement). The hops are the components in the order they
+first acted, each with its first span's offset from the operation's first span and the
+time its spans cover.
 
 A cluster that does not answer, a collector that does not answer, a command that fails
 or outlives `--timeout`, and traces that never reach the collector each get a message
@@ -272,13 +273,10 @@ def data_source(spans: Sequence[Span]) -> str:
 
 def summarize(spans: Sequence[Span]) -> Row:
     """The row an operation's spans make (module docstring). `spans` is not empty."""
+    ordered = sorted(spans, key=lambda s: (s["start"], s["span_id"]))
     schedules = [
-        s
-        for s in sorted(spans, key=lambda s: s["start"])
-        if s["name"] == SCHEDULE_SPAN and s["attributes"].get(SCHEDULED_NODE)
+        s for s in ordered if s["name"] == SCHEDULE_SPAN and s["attributes"].get(SCHEDULED_NODE)
     ]
-    reconciles = [s for s in spans if s["name"] == RECONCILE_SPAN]
-    ordered = sorted(spans, key=lambda s: s["start"])
     return Row(
         scheduled=tuple(
             dict.fromkeys(
@@ -286,19 +284,15 @@ def summarize(spans: Sequence[Span]) -> Row:
             )
         ),
         controllers=_unique(
-            str(s["attributes"].get(CONTROLLER, "")) for s in sorted(reconciles, key=_start)
+            str(s["attributes"].get(CONTROLLER, "")) for s in ordered if s["name"] == RECONCILE_SPAN
         ),
         watched=any(s["component"] == "controller-manager" for s in spans),
         source=data_source(spans),
-        hops=hops(spans),
+        hops=hops(ordered),
         total=(max(_time(s["end"]) for s in spans) - _time(ordered[0]["start"])).total_seconds(),
         started=sum(s["name"] == STARTED_SPAN for s in spans),
         stopped=sum(s["name"] == STOPPED_SPAN for s in spans),
     )
-
-
-def _start(span: Span) -> str:
-    return str(span["start"])
 
 
 # -- printing ---------------------------------------------------------------------------
