@@ -38,13 +38,13 @@ What a row says, from the spans alone (`summarize`): through the scheduler when 
 controller-manager when a controller reconciled (`Controller.reconcile`, by
 `kubelab.controller`), and a "no" that says so when its informers saw the operation's
 events but no reconcile is in its traces; the data source: a kubelet when the apiserver
-proxied to one (`APIServer.proxy`), the store when the apiserver wrote (`APIServer.store`,
-with the kubelets that then acted), else the apiserver's watch cache (a read: the
-apiserver reads from its watch cache, asking the store only for its current revision;
-no span says where an object was read from, so this is the registry's rule, which the
-spans agree with, not a measurement). The hops are the components in the order they
-first acted, each with its first span's offset from the operation's first span and the
-time its spans cover.
+proxied to one (`APIServer.proxy`), the store when the apiserver wrote (a request span
+with the store transaction's `kubelab.store.operation`), with the kubelets that then
+acted, else the apiserver's watch cache (a read: the apiserver reads from its watch
+cache, asking the store only for its current revision; no span says where an object was
+read from, so this is the registry's rule, which the spans agree with, not a
+measurement). The hops are the components in the order they first acted, each with its
+first span's offset from the operation's first span and the time its spans cover.
 
 A cluster that does not answer, a collector that does not answer, a command that fails
 or outlives `--timeout`, and traces that never reach the collector each get a message
@@ -88,7 +88,8 @@ KUBECTL_AGENT = "kubectl"
 
 SCHEDULE_SPAN = "Scheduler.schedule"
 RECONCILE_SPAN = "Controller.reconcile"
-STORE_WRITE_SPAN = "APIServer.store"
+STORE_OPERATION = "kubelab.store.operation"
+"""The request span's attribute of a write's store transaction."""
 PROXY_SPAN = "APIServer.proxy"
 CONTROLLER = "kubelab.controller"
 SCHEDULED_NODE = "kubelab.scheduler.node"
@@ -265,8 +266,7 @@ def data_source(spans: Sequence[Span]) -> str:
     on = f"kubelet on {', '.join(kubelets)}" if kubelets else "a kubelet"
     if any(s["name"] == PROXY_SPAN for s in spans):
         return f"{on} (proxied by the apiserver)"
-    writes = [s for s in spans if s["name"] == STORE_WRITE_SPAN]
-    if writes:
+    if any(STORE_OPERATION in s["attributes"] for s in spans):
         return "store → " + on if kubelets else "store"
     return "watch cache (apiserver)"
 

@@ -72,8 +72,14 @@ def reconcile(controller: str, start_ms: float) -> dict[str, Any]:
 def create_flow() -> list[dict[str, Any]]:
     """A Deployment's create as the lab traces it, with one pod."""
     return [
-        span("APIServer.create deployments", "apiserver", 0, 5, parent=None),
-        span("APIServer.store", "apiserver", 2, 2),
+        span(
+            "APIServer.create deployments",
+            "apiserver",
+            0,
+            5,
+            parent=None,
+            **{"kubelab.store.operation": "create"},
+        ),
         span("Raft.apply", "store", 3, 1),
         span("Informer.event", "controller-manager", 10, 0.5),
         reconcile("deployment-controller", 11),
@@ -112,9 +118,9 @@ def test_a_create_goes_through_the_controllers_and_the_scheduler_to_a_kubelet() 
     ]
     apiserver, store, manager, scheduler, kubelet = row.hops
     assert (apiserver.start, store.start, scheduler.start, kubelet.start) == (0, 0.003, 0.03, 0.04)
-    # Overlapping spans count once: the store write inside the Deployment's request.
-    assert apiserver.busy == pytest.approx(0.005 + 0.001)
+    assert apiserver.busy == pytest.approx(0.005 + 0.001)  # the two requests
     assert manager.busy == pytest.approx(0.0005 + 0.002 + 0.002)
+    # Overlapping spans count once: the container's start inside the pod's sync.
     assert kubelet.busy == pytest.approx(0.05) and kubelet.nodes == ("worker1",)
     assert apiserver.names[0] == "APIServer.create deployments"
     assert row.total == pytest.approx(0.09)
@@ -122,8 +128,14 @@ def test_a_create_goes_through_the_controllers_and_the_scheduler_to_a_kubelet() 
 
 def test_a_deleted_pod_is_seen_by_the_informers_and_stopped_by_its_kubelet() -> None:
     spans = [
-        span("APIServer.delete pods", "apiserver", 0, 4, parent=None),
-        span("APIServer.store", "apiserver", 1, 2),
+        span(
+            "APIServer.delete pods",
+            "apiserver",
+            0,
+            4,
+            parent=None,
+            **{"kubelab.store.operation": "update"},
+        ),
         span("Informer.event", "controller-manager", 6, 0.3),
         span("Kubelet.syncTerminatingPod", "kubelet", 8, 300, node="worker2"),
         span("Kubelet.stopContainer", "kubelet", 9, 250, node="worker2"),
