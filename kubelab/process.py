@@ -1,4 +1,4 @@
-"""What every control-plane component's process does the same way when it starts: log
+"""What every component's process does the same way when it starts: log
 at the level its `-v` flag asks for, in one format (so that the logs of a local plane's
 processes read alike), and turn SIGTERM and SIGINT into a stop event its loops watch,
 so that it releases its lease and exits 0 instead of dying mid-write."""

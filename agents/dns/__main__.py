@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
 import sys
-import threading
 
 from prometheus_client import CollectorRegistry
 
 from agents.dns.server import ClusterDNS
 from kubelab import tracing
 from kubelab.client import RestClient, load_config
+from kubelab.process import configure_logging, stop_on_signals
 
 
 def host_port(text: str, default_port: int) -> tuple[str, int]:
@@ -49,10 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     tracing.add_flags(parser)
     parser.add_argument("-v", "--v", type=int, default=1)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.v >= 4 else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.v)
     client = RestClient(load_config(args.kubeconfig), user_agent="kubelab-dns")
     # No /metrics yet: the counters of dropped spans go to a registry nobody reads.
     traced = tracing.setup("dns", socket.gethostname(), CollectorRegistry(), args.tracing_endpoint)
@@ -63,9 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         upstreams=args.upstream,
         tracer=traced.tracer if traced.enabled else None,
     )
-    stop = threading.Event()
-    for signo in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signo, lambda *_: stop.set())
+    stop = stop_on_signals(logging.getLogger("kubelab.dns"))
     address, port = args.listen
     dns.run(address, port, stop)
     client.close()

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
 import sys
-import threading
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -31,6 +29,7 @@ from prometheus_client import CollectorRegistry
 from agents.ingress.controller import CLASS_NAME, IngressController, fifo_reload
 from kubelab import tracing
 from kubelab.client import RestClient, load_config
+from kubelab.process import configure_logging, stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,10 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     tracing.add_flags(parser)
     parser.add_argument("-v", "--v", type=int, default=1)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.v >= 4 else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.v)
     if not args.conf_dir.is_dir():
         parser.error(f"--conf-dir {args.conf_dir} is not a directory: create it or name another")
     # No /metrics yet: the counters of dropped spans go to a registry nobody reads.
@@ -66,9 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         class_name=args.ingress_class,
         tracer=traced.tracer if traced.enabled else None,
     )
-    stop = threading.Event()
-    for signo in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signo, lambda *_: stop.set())
+    stop = stop_on_signals(logging.getLogger("kubelab.ingress"))
     controller.run(stop)
     client.close()
     traced.shutdown()

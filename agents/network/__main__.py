@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
 import sys
 import threading
@@ -20,6 +19,7 @@ import threading
 from agents.network.agent import HAIRPIN_INTERVAL, NetworkAgent
 from kubelab.client import RestClient, SharedInformer, load_config, resource_for
 from kubelab.nodeagent import SyncLoop
+from kubelab.process import configure_logging, stop_on_signals
 
 NODES = resource_for("v1", "Node")
 
@@ -42,10 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cleanup", action="store_true")
     parser.add_argument("-v", "--v", type=int, default=1)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.v >= 4 else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.v)
     agent = NetworkAgent(args.node_name, bridge=args.bridge)
     if args.cleanup:
         agent.cleanup()
@@ -54,9 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     nodes = SharedInformer(client, NODES)
     loop = SyncLoop("network", lambda: agent.sync(nodes.indexer.list()), resync=args.resync)
     loop.watch(nodes)
-    stop = threading.Event()
-    for signo in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signo, lambda *_: stop.set())
+    stop = stop_on_signals(logging.getLogger("kubelab.network"))
     nodes.start(stop)
     threading.Thread(target=_hairpin_loop, args=(agent, stop), name="hairpin", daemon=True).start()
     logging.getLogger("kubelab.network").info(

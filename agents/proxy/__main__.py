@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
 import sys
 import threading
@@ -33,6 +32,7 @@ from agents.proxy.proxier import Proxier
 from kubelab import tracing
 from kubelab.client import RestClient, SharedInformer, load_config, resource_for
 from kubelab.nodeagent import SyncLoop, SyncTracing
+from kubelab.process import configure_logging, stop_on_signals
 
 SERVICES = resource_for("v1", "Service")
 ENDPOINT_SLICES = resource_for("discovery.k8s.io/v1", "EndpointSlice")
@@ -49,10 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     tracing.add_flags(parser)
     parser.add_argument("-v", "--v", type=int, default=1)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.v >= 4 else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.v)
     proxier = Proxier(args.cluster_cidr)
     announcer = Announcer(args.hostname_override)
     if args.cleanup:
@@ -89,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     announce.watch(services)
     announce.watch(nodes)
-    stop = threading.Event()
-    for signo in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signo, lambda *_: stop.set())
+    stop = stop_on_signals(logging.getLogger("kubelab.proxy"))
     services.start(stop)
     slices.start(stop)
     nodes.start(stop)
