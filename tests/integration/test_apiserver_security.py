@@ -8,6 +8,7 @@ import requests
 
 from kubelab import pki
 from tests.integration.controlplane_fixture import Lab, lab, namespace
+from tests.waiting import until
 
 __all__ = ["lab", "namespace"]  # pytest fixtures used below
 
@@ -103,10 +104,12 @@ def test_a_user_without_a_role_gets_403(lab: Lab, tmp_path: Path, namespace: str
         json=grant,
     )
     assert r.status_code == 201, r.text
-    for _ in range(50):  # the binding reaches the authorizer through the watch cache
-        if alice.get(f"{lab.server}/api/v1/namespaces/{namespace}/pods").status_code == 200:
-            break
-    assert alice.get(f"{lab.server}/api/v1/namespaces/{namespace}/pods").status_code == 200
+    # The binding reaches the authorizer through the watch cache, and edit's rules come
+    # from the controller-manager's aggregation (a loaded machine may still be starting it).
+    until(
+        lambda: alice.get(f"{lab.server}/api/v1/namespaces/{namespace}/pods").status_code == 200,
+        "alice allowed to list pods through the edit binding",
+    )
     assert alice.get(f"{lab.server}/api/v1/namespaces/default/pods").status_code == 403
 
 
@@ -237,9 +240,8 @@ def test_nobody_grants_what_they_do_not_hold(lab: Lab, tmp_path: Path, namespace
     _bind(lab, namespace, "owners-admin", "admin", "owners")
     owner = _client(lab, tmp_path, "olga", ["owners"])
     path = f"{lab.server}/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings"
-    for _ in range(50):  # wait for the binding to reach the authorizer
-        if owner.get(path).status_code == 200:
-            break
+    # the binding reaches the authorizer, and admin's rules come from the aggregation
+    until(lambda: owner.get(path).status_code == 200, "olga allowed to list rolebindings")
     escalate = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
