@@ -88,10 +88,14 @@ def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
     node_api.client.delete(SERVICES, "echo", namespace)
     node_api.client.delete(SLICES, "echo-1", namespace)
     for node in proxies:
-        until(lambda n=node: f"{namespace}/echo" not in nat(n), f"echo's rules gone on {node.name}")  # type: ignore[misc]
+        # One iptables-restore commits the filter table and the nat table one after the
+        # other: wait until neither names the Service.
+        until(
+            lambda n=node: f"{namespace}/echo" not in nat(n) + n.sh("iptables-save -t filter"),  # type: ignore[misc]
+            f"echo's rules gone on {node.name}",
+        )
         assert svc_chain not in nat(node)
         assert "KUBE-SEP-" not in nat(node)
-        assert f"{namespace}/echo" not in node.sh("iptables-save -t filter")
 
 
 def test_cleanup_removes_every_chain_of_kube_proxy(proxies: list[Node]) -> None:
