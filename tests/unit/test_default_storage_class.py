@@ -4,9 +4,12 @@ a default class leaves claims as they are."""
 
 from __future__ import annotations
 
+import itertools
+
 from kubelab.api import claims
 from kubelab.client import RestClient, resource_for
 from lab.testenv import Environment
+from tests.waiting import until
 
 CLAIMS = resource_for("v1", "PersistentVolumeClaim")
 CLASSES = resource_for("storage.k8s.io/v1", "StorageClass")
@@ -38,6 +41,9 @@ def test_claims_without_a_class_get_the_default() -> None:
         assert class_of(admin, "before") is None
         storage_class(admin, "slow", default=False)
         storage_class(admin, "standard", default=True)
+        # Admission reads the classes from the watch cache, which may lag the create.
+        probes = itertools.count()
+        until(lambda: class_of(admin, f"probe-{next(probes)}") == "standard", "the default")
         assert class_of(admin, "plain") == "standard"
         assert class_of(admin, "none", storageClassName="") == ""
         assert class_of(admin, "chosen", storageClassName="slow") == "slow"
