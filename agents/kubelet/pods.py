@@ -46,6 +46,7 @@ from agents.kubelet.runtime import (
     ImageNotFound,
     Mount,
     PodRef,
+    RegistryUnreachable,
     Runtime,
     RuntimeFailure,
     SandboxConfig,
@@ -133,6 +134,19 @@ def _desired(pod: Object) -> tuple[object, ...]:
         meta.get("deletionTimestamp"),
         meta.get("deletionGracePeriodSeconds"),
     )
+
+
+def _pull_failure(image: str, exc: RuntimeFailure) -> str:
+    """The Event's and the waiting container's message for a failed pull. A lab's network
+    has no way out, so a pull that reached no registry means the image is not in the lab:
+    the message says how to add it rather than repeat the engine's dial error (which the
+    kubelet's log keeps)."""
+    if isinstance(exc, RegistryUnreachable):
+        return (
+            f'image "{image}" is not in the lab: this lab has no internet access; '
+            f'load it with "labctl load-image {image}"'
+        )
+    return f'Failed to pull image "{image}": {exc}'
 
 
 def _restarts(policy: str, exit_code: int | None) -> bool:
@@ -484,7 +498,18 @@ class PodWorkers:
                 backoff.delay * 2 if backoff.delay else self.config.image_pull_backoff,
             )
             backoff.until = now + backoff.delay
-            message = f'Failed to pull image "{image}": {exc}'
+            message = _pull_failure(image, exc)
+            meta = pod["metadata"]
+            log.warning(
+                "kubelet %s: pod %s/%s (uid %s, resourceVersion %s): pulling %s failed: %s",
+                self.config.node_name,
+                meta.get("namespace"),
+                meta["name"],
+                meta.get("uid"),
+                meta.get("resourceVersion"),
+                image,
+                exc,
+            )
             st.waiting[name] = ("ErrImagePull", message)
             self.recorder.event(pod, WARNING, "Failed", message, field_path=path)
             self._wake(st, backoff.until)

@@ -44,9 +44,13 @@ def node() -> str:
     return f"mem-{uuid.uuid4().hex[:6]}"
 
 
+OFFLINE_IMAGE = "foo:1.0"
+"""An image no registry of the lab holds: its pull reaches no registry."""
+
+
 @pytest.fixture
 def runtime(node: str) -> MemoryRuntime:
-    return MemoryRuntime(node, exec_handler=_liveness)
+    return MemoryRuntime(node, exec_handler=_liveness, unreachable=frozenset({OFFLINE_IMAGE}))
 
 
 @pytest.fixture
@@ -134,6 +138,33 @@ def test_the_seeds_busybox_pod_completes(
         ),
         "the pod's Events",
     )
+
+
+def test_an_image_not_in_the_lab_says_how_to_load_it(
+    cluster: Cluster, namespace: str, kubelet: Kubelet
+) -> None:
+    containers = [{"name": "app", "image": OFFLINE_IMAGE}]
+    _pod(cluster, namespace, kubelet.name, "offline", containers=containers)
+    expected = (
+        'image "foo:1.0" is not in the lab: this lab has no internet access; '
+        'load it with "labctl load-image foo:1.0"'
+    )
+    until(
+        lambda: {"Failed", "BackOff"} <= set(cluster.reasons(namespace, "offline")),
+        "the pull's Failed and BackOff Events",
+    )
+    events = cluster.admin.list(resource_for("v1", "Event"), namespace)["items"]
+    failed = {e["message"] for e in events if e["reason"] == "Failed"}
+    assert failed == {expected}
+    waiting = until(
+        lambda: [
+            s["state"]["waiting"]
+            for s in cluster.status(namespace, "offline").get("containerStatuses") or []
+            if "waiting" in s["state"] and s["state"]["waiting"].get("message") == expected
+        ],
+        "the container to wait with the message",
+    )
+    assert waiting[0]["reason"] == "ErrImagePull"
 
 
 def test_a_crashing_container_backs_off_longer_each_time(

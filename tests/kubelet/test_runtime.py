@@ -12,6 +12,7 @@ from agents.kubelet.runtime import (
     CONTAINER_NAME,
     ContainerConfig,
     PodRef,
+    RegistryUnreachable,
     Resources,
     Runtime,
     SandboxConfig,
@@ -76,6 +77,13 @@ def test_memory_runtime_runs_exits_and_tells_its_events() -> None:
     rt.start_container(forever)
     rt.crash(forever, 137, "OOMKilled")
     assert {c.id: c.reason for c in rt.list_containers()}[forever] == "OOMKilled"
+
+
+def test_a_pull_that_reaches_no_registry_says_so(docker_runtime: DockerRuntime) -> None:
+    """Port 1 of this machine refuses, as an offline lab's way to docker.io fails: the
+    engine's dial error becomes `RegistryUnreachable`, not a registry's "no such image"."""
+    with pytest.raises(RegistryUnreachable, match=r"dial tcp 127\.0\.0\.1:1"):
+        docker_runtime.pull_image("127.0.0.1:1/kl-seedsmall-foo:1.0")
 
 
 @pytest.fixture

@@ -41,6 +41,11 @@ class ImageNotFound(RuntimeFailure):
     """The image is neither present nor pullable."""
 
 
+class RegistryUnreachable(ImageNotFound):
+    """No registry that could hold the image answered (a lab's network has no way out):
+    the image is not in the lab, which is for the user to fix, not a pull to retry."""
+
+
 class NotFound(RuntimeFailure):
     """No sandbox or container with that id (any more)."""
 

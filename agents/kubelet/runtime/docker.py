@@ -57,6 +57,7 @@ from agents.kubelet.runtime import (
     ImageNotFound,
     NotFound,
     PodRef,
+    RegistryUnreachable,
     RuntimeFailure,
     SandboxConfig,
     SandboxStatus,
@@ -90,6 +91,21 @@ def _time(value: str | None) -> float | None:
     head, _, frac = value.rstrip("Z").partition(".")
     stamp = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC).timestamp()
     return stamp + (float("0." + frac[:9]) if frac else 0.0)
+
+
+_UNREACHABLE = (
+    "dial tcp",
+    "no such host",
+    "network is unreachable",
+    "i/o timeout",
+    "TLS handshake timeout",
+    "request canceled while waiting for connection",
+    "Client.Timeout exceeded",
+)
+"""What the engine's pull error says when it reached no registry (`Get
+"https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on
+127.0.0.11:53: server misbehaving`, a connect that was refused or timed out), as opposed
+to a registry that answered that it has no such image."""
 
 
 def _failure(exc: docker.errors.APIError, what: str) -> RuntimeFailure:
@@ -528,7 +544,10 @@ class DockerRuntime:
         try:
             self.api.pull(repo, tag=tag or "latest")
         except docker.errors.APIError as exc:
-            raise ImageNotFound(f"pulling {image}: {exc.explanation or exc}") from None
+            explanation = str(exc.explanation or exc)
+            if any(sign in explanation for sign in _UNREACHABLE):
+                raise RegistryUnreachable(f"pulling {image}: {explanation}") from None
+            raise ImageNotFound(f"pulling {image}: {explanation}") from None
         found = self.image_status(image)
         if found is None:
             raise ImageNotFound(f"pulled {image}, but the engine does not show it")

@@ -13,7 +13,8 @@ up when the next container is due to exit, so the PLEG sees it on time.
 
 Tests steer it further: `crash(container_id, code, reason)` ends a running container
 (OOMKilled too), `exec_handler` answers exec probes, `unpullable` lists images whose pull
-fails.
+fails as a registry without them answers, `unreachable` those whose pull finds no registry
+(an offline lab's).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from agents.kubelet.runtime import (
     ImageInfo,
     ImageNotFound,
     NotFound,
+    RegistryUnreachable,
     RuntimeFailure,
     SandboxConfig,
     SandboxStatus,
@@ -116,12 +118,14 @@ class MemoryRuntime:
         behaviour: Behaviour = script_behaviour,
         exec_handler: ExecHandler = _ok,
         unpullable: frozenset[str] = frozenset(),
+        unreachable: frozenset[str] = frozenset(),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.node = node
         self.behaviour = behaviour
         self.exec_handler = exec_handler
         self.unpullable = unpullable
+        self.unreachable = unreachable
         self._now = clock
         self._ids = itertools.count(1)
         self._cond = threading.Condition()
@@ -290,6 +294,11 @@ class MemoryRuntime:
         return self._images.get(image)
 
     def pull_image(self, image: str) -> ImageInfo:
+        if image in self.unreachable:
+            raise RegistryUnreachable(
+                f'pulling {image}: Get "https://registry-1.docker.io/v2/": dial tcp: lookup '
+                "registry-1.docker.io on 127.0.0.11:53: server misbehaving"
+            )
         if image in self.unpullable:
             raise ImageNotFound(
                 f"pull access denied for {image}: repository does not exist or may require "
