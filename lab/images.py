@@ -4,9 +4,10 @@ No registry is reachable from this machine, so every image a node or a pod runs 
 from Debian's packages (and PyPI for the node's Python) and imported into the local
 Docker Engine: `busybox` (Debian's busybox-static), `pause` (the pod sandbox, C built
 static from images/pause/pause.c), `nginx:1.21` (Debian's nginx on a debootstrap rootfs,
-labelled with the version it really holds), `kubelab/haproxy` (Debian's haproxy, the
-load balancer in front of an HA lab's apiservers), and the node image (Debian bookworm
-with docker.io, runit, sshd and kubelab's Python runtime).
+laid out as the official image, labelled with the version it really holds),
+`kubelab/haproxy` (Debian's haproxy, the load balancer in front of an HA lab's
+apiservers), and the node image (Debian bookworm with docker.io, runit, sshd and
+kubelab's Python runtime).
 
 Each image carries a label with the digest of everything it is made from (its input
 files, its package lists, the recipe's own code): `build` skips an image whose tag
@@ -369,7 +370,11 @@ def make_nginx(builder: Builder, work: Path, digest: str) -> None:
     rootfs = work / "rootfs"
     debootstrap(rootfs, package_list(IMAGES_DIR / "nginx" / "packages"))
     version = dpkg_version(rootfs, "nginx-common")
-    # As the official image does: the logs go to the container's stdout and stderr.
+    # The official image's layout: its one server in conf.d/default.conf, serving
+    # /usr/share/nginx/html (Debian's index.html is there), in place of Debian's server
+    # on /var/www/html; and, as there, the logs go to the container's stdout and stderr.
+    (rootfs / "etc" / "nginx" / "sites-enabled" / "default").unlink()
+    shutil.copy(IMAGES_DIR / "nginx" / "default.conf", rootfs / "etc/nginx/conf.d/default.conf")
     logs = rootfs / "var" / "log" / "nginx"
     for name, target in (("access.log", "/dev/stdout"), ("error.log", "/dev/stderr")):
         (logs / name).unlink(missing_ok=True)

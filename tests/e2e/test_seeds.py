@@ -162,6 +162,49 @@ def test_get_watch_sees_a_new_pod(lab: Lab) -> None:
         kubectl("delete", "pod", "watched", "--wait=false", check=False)
 
 
+PAGE = """
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: page}
+data:
+  index.html: "<h1>served from a ConfigMap</h1>"
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: page}
+spec:
+  containers:
+  - name: nginx
+    image: nginx:1.21
+    volumeMounts:
+    - {name: page, mountPath: /usr/share/nginx/html}
+  volumes:
+  - name: page
+    configMap: {name: page}
+"""
+
+GET_PERL = (
+    r'my $s = IO::Socket::INET->new("127.0.0.1:80") or die "$!\n";'
+    r' print $s "GET / HTTP/1.0\r\n\r\n"; print while <$s>;'
+)
+
+
+def test_nginx_serves_a_configmap_mounted_at_its_document_root(lab: Lab) -> None:
+    """The nginx image keeps the official image's layout: what is mounted at
+    /usr/share/nginx/html is what it serves (fetched inside the pod with the image's
+    perl: it has no wget or curl, and the apiserver does not proxy to pods)."""
+    kubectl("apply", "-f", "-", stdin=PAGE)
+    fetch = ("exec", "page", "--", "perl", "-MIO::Socket::INET", "-e", GET_PERL)
+    try:
+        until(
+            lambda: "served from a ConfigMap" in kubectl(*fetch, check=False),
+            "nginx serving the ConfigMap's index.html",
+            timeout=120,
+        )
+    finally:
+        kubectl("delete", "pod,configmap", "page", "--wait=false", check=False)
+
+
 CLIENT = """
 apiVersion: v1
 kind: Pod

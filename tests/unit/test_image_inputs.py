@@ -1,5 +1,5 @@
-"""The node image's inputs: what puts labadm and kubectl on every node's PATH (the image
-itself is built and run by tests/node and tests/e2e)."""
+"""The images' inputs: what puts labadm and kubectl on every node's PATH, and the nginx
+image's server (the images themselves are built and run by tests/node and tests/e2e)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,9 @@ def test_the_labadm_wrapper_runs_labadm_with_the_nodes_python() -> None:
         ["sh", "-c", here, "labadm", "version"], capture_output=True, text=True, check=True
     )
     assert done.stdout.startswith("labadm version: v1.")
+
+
+def test_the_nginx_images_server_is_the_official_images_and_its_digest_covers_it() -> None:
+    conf = images.IMAGES_DIR / "nginx" / "default.conf"
+    assert "root /usr/share/nginx/html;" in conf.read_text()
+    assert any(key.startswith("images/nginx/default.conf:") for key, _ in images.nginx_inputs())
