@@ -33,8 +33,16 @@ def user_kubeconfig() -> Path:
     return next((p for p in paths if p.is_file()), paths[-1])
 
 
+PREFIX = "kubelab-"
+
+
 def context_name(cluster: str) -> str:
-    return f"kubelab-{cluster}"
+    return f"{PREFIX}{cluster}"
+
+
+def lab_name(context: str) -> str:
+    """The lab a context of `context_name`'s form names; "" for any other context."""
+    return context.removeprefix(PREFIX) if context.startswith(PREFIX) else ""
 
 
 def _read(path: Path) -> dict[str, Any]:

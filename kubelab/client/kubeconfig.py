@@ -68,7 +68,8 @@ class ClientConfig:
     `insecure_skip_tls_verify`. A client certificate is `client_cert_data` with
     `client_key_data` (PEM, both or neither). A bearer token is `token`, or the content of
     `token_file`, re-read as it changes. `namespace` is the default namespace of the
-    context (or of the pod). `source` says where this came from, for error messages.
+    context (or of the pod). `context` is the kubeconfig context's name ("" in a pod).
+    `source` says where this came from, for error messages.
     """
 
     server: str
@@ -79,6 +80,7 @@ class ClientConfig:
     token: str | None = field(default=None, repr=False)
     token_file: Path | None = None
     namespace: str = "default"
+    context: str = ""
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -272,6 +274,7 @@ def _resolve(m: _Merged, context: str | None) -> ClientConfig:
         token=str(user_fields["token"]) if user_fields.get("token") else None,
         token_file=token_file,
         namespace=str(ctx.fields.get("namespace") or "default"),
+        context=name,
         source=f'context "{name}" in {ctx.file}',
     )
 

@@ -127,3 +127,39 @@ def test_the_waterfall_and_the_errors_are_labctl_traces(environment: dict[str, s
     done = kubectl(environment, "flow", "deployment/nginx", "--context", "missing")
     assert done.returncode == 1
     assert 'cannot tell the namespace from your kubeconfig (context "missing"' in done.stderr
+
+
+def test_a_labs_context_picks_that_labs_collector(
+    environment: dict[str, str], collector: str, tmp_path: Path
+) -> None:
+    """The context `labctl up` names `kubelab-demo` reaches the lab demo: the plugin reads
+    `.lab/demo/state.json` for the collector (none named in the environment)."""
+    lab = tmp_path / ".lab" / "demo"
+    lab.mkdir(parents=True)
+    (lab / "state.json").write_text(json.dumps({"collector": collector}))
+    env = {k: v for k, v in environment.items() if k != "KUBELAB_COLLECTOR"}
+    config = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())
+    config["contexts"].append(
+        {"name": "kubelab-demo", "context": {"cluster": "lab", "user": "admin"}}
+    )
+    config["current-context"] = "kubelab-demo"
+    Path(env["KUBECONFIG"]).write_text(yaml.safe_dump(config))
+
+    def flow(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [KUBECTL or "kubectl", "flow", "deployment/nginx", "-o", "json", *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    assert namespaces(flow()) == {"default"}
+    done = flow("--name", "other")  # --name wins over the context
+    assert done.returncode == 1
+    assert "no lab 'other'" in done.stderr
+    done = flow("--context", "lab")  # not a lab's context: labctl's default lab
+    assert done.returncode == 1
+    assert "no lab 'kubelab'" in done.stderr
