@@ -91,6 +91,7 @@ def test_file_paths_are_read_relative_to_the_kubeconfig(tmp_path: Path) -> None:
         client_cert_data=CERT,
         client_key_data=KEY,
         namespace="prod",
+        context="admin@lab",
         source=f'context "admin@lab" in {path}',
     )
 
