@@ -14,6 +14,7 @@ Reads come from the watch cache: a list without a resourceVersion is consistent 
 cache first catches up with the store's current revision), ``resourceVersion=0`` takes
 whatever the cache has, and a paginated list (``limit``) reads the store itself so that
 its ``continue`` token names a store revision (410 once that revision is compacted).
+Each read says on the request span which it was (`traces.read_source`).
 
 Every write that stores a new desired state keeps the trace context of the request that
 made it in the object's annotations (`kubelab.tracing.inject`: the request's span, or
@@ -202,6 +203,13 @@ class DeleteOptions:
             str(pre.get("resourceVersion") or ""),
             parse_dry_run(dry),
         )
+
+
+def _semantics(resource_version: str) -> str:
+    """The semantics of a read's resourceVersion (`traces.read_source`)."""
+    if resource_version == "":
+        return "most-recent"
+    return "any" if resource_version == "0" else "not-older-than"
 
 
 def parse_dry_run(value: Any) -> bool:
@@ -447,15 +455,19 @@ class Registry:
         """One object from the watch cache: at once with resourceVersion "0", else once
         the cache has caught up with the store's current revision (consistent, like a
         quorum read) or with the given one (not older than it)."""
+        wanted: int | None = None
         if resource_version == "":
-            self._wait_fresh(self._store_call(self.revisions.current))
+            wanted = self._store_call(self.revisions.current)
         elif resource_version != "0":
             if not resource_version.isdigit():
                 raise errors.bad_request(
                     f'resourceVersion: Invalid value: "{resource_version}": must be an '
                     "unsigned integer"
                 )
-            self._wait_fresh(int(resource_version))
+            wanted = int(resource_version)
+        if wanted is not None:
+            self._wait_fresh(wanted)
+        traces.read_source(traces.WATCH_CACHE, _semantics(resource_version), wanted)
         obj = self.cacher.get(r, r.key(namespace, name))
         if obj is None:
             raise errors.not_found(r.plural, name, r.group)
@@ -484,7 +496,16 @@ class Registry:
                 )
             except InvalidContinue as exc:
                 raise errors.bad_request(str(exc)) from None
+            semantics = (
+                "continue"
+                if opts.continue_token
+                else "exact"
+                if exact
+                else _semantics(opts.resource_version)
+            )
+            traces.read_source(traces.STORE, semantics)
             return self._list_body(r, res)
+        wanted: int | None = None
         if opts.resource_version != "0":
             wanted = (
                 int(opts.resource_version)
@@ -492,6 +513,7 @@ class Registry:
                 else self._store_call(self.revisions.current)
             )
             self._wait_fresh(wanted)
+        traces.read_source(traces.WATCH_CACHE, _semantics(opts.resource_version), wanted)
         items, revision = self.cacher.list_objects(r, prefix, matches, index_value)
         return self._list_body(r, ListResult(items, revision))
 

@@ -8,18 +8,19 @@ none. The steps of the request chain that do no I/O of their own are attributes 
 span rather than spans: authentication (`enduser.id`), authorization (the rule that
 allowed or denied it), each admission plugin with its time and, if it refused, its
 verdict (`admission/chain.py`), validation's time (`step`), the store transaction
-(`store_outcome`: its operation, revision and time) and the response (its status code;
-its encoding is the span's end). A span costs the SDK some 20-40 us of CPU to make and
-15 us to encode for export, and each attribute some 6 us more (docs/benchmarks.md,
-"Tracing off and on"): a span per step, a dozen per write, would cost many times the 5 %
-of a request's CPU tracing may, for steps of a few microseconds each. The store
-transaction is no span either: the store client's request is made in the request span's
-context, so the store's own spans (`Store.txn`, `Raft.*`) are that span's children and
-show the transaction's path, where a span of the apiserver's between them would only
-repeat its time. The steps that call a kubelet are children: `APIServer.proxy
-<subresource>` for the live-data requests. The watch cache's delivery of a write's event
-is `WatchCache.dispatch`, in the writer's trace (`watchcache`): it happens after the
-request, in the watch cache's thread.
+(`store_outcome`: its operation, revision and time), where a read took its objects from
+(`read_source`: the watch cache or the store, and the resourceVersion semantics that
+chose it) and the response (its status code; its encoding is the span's end). A span
+costs the SDK some 20-40 us of CPU to make and 15 us to encode for export, and each
+attribute some 6 us more (docs/benchmarks.md, "Tracing off and on"): a span per step, a
+dozen per write, would cost many times the 5 % of a request's CPU tracing may, for steps
+of a few microseconds each. The store transaction is no span either: the store client's
+request is made in the request span's context, so the store's own spans (`Store.txn`,
+`Raft.*`) are that span's children and show the transaction's path, where a span of the
+apiserver's between them would only repeat its time. The steps that call a kubelet are
+children: `APIServer.proxy <subresource>` for the live-data requests. The watch cache's
+delivery of a write's event is `WatchCache.dispatch`, in the writer's trace
+(`watchcache`): it happens after the request, in the watch cache's thread.
 
 **Routine requests are not traced** (`routine`): the health checks (`/healthz`,
 `/readyz`, `/livez` and their checks, `/metrics`: haproxy's probe, the kubelets' probes
@@ -69,6 +70,11 @@ STORE_OPERATION = "kubelab.store.operation"
 STORE_REVISION = "kubelab.store.revision"
 STORE_SECONDS = "kubelab.store.duration_seconds"
 VALIDATION_SECONDS = "kubelab.validation.duration_seconds"
+READ_SOURCE = "kubelab.read.source"
+READ_SEMANTICS = "kubelab.read.resource_version_semantics"
+READ_REVISION = "kubelab.read.revision"
+WATCH_CACHE = "watch-cache"
+STORE = "store"
 WATCHERS = "kubelab.watch.watchers"
 EVENT_TYPE = "k8s.event.type"
 
@@ -205,3 +211,21 @@ def describe(obj: object) -> None:
     metadata = obj.get("metadata")
     if isinstance(metadata, dict) and metadata.get("name"):  # not a list, nor a Status
         span.set_attributes(tracing.object_attributes(obj))
+
+
+def read_source(source: str, semantics: str, revision: int | None = None) -> None:
+    """Where a get or list took its objects from, on the current (request) span: `source`
+    `WATCH_CACHE` or `STORE`; `semantics` the resourceVersion semantics that chose it,
+    Kubernetes' names: `most-recent` (resourceVersion unset: the cache first catches up
+    with the store's current revision), `any` ("0": whatever the cache has),
+    `not-older-than` (a given revision), `exact` (resourceVersionMatch=Exact) or
+    `continue` (a page's token); `revision` the store revision the cache waited for, if
+    it waited. A request that reads several times (a proxied request finds the pod, then
+    its node) keeps the last read's."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    attributes: dict[str, str | int] = {READ_SOURCE: source, READ_SEMANTICS: semantics}
+    if revision is not None:
+        attributes[READ_REVISION] = revision
+    span.set_attributes(attributes)

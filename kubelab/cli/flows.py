@@ -33,18 +33,18 @@ update that last wrote its ReplicaSet). So an operation's spans are those of its
 that started before the next operation began (`Result.until`); each waits for its
 outcome (`rollout status`, `kubectl wait`) before the next begins.
 
-What a row says, from the spans alone (`summarize`): through the scheduler when there is a
-`Scheduler.schedule` span (and which pod went to which node); through the
+What a row says, from the spans alone (`summarize`): through the scheduler when there is
+a `Scheduler.schedule` span (and which pod went to which node); through the
 controller-manager when a controller reconciled (`Controller.reconcile`, by
 `kubelab.controller`), and a "no" that says so when its informers saw the operation's
 events but no reconcile is in its traces; the data source: a kubelet when the apiserver
 proxied to one (`APIServer.proxy`), the store when the apiserver wrote (a request span
 with the store transaction's `kubelab.store.operation`), with the kubelets that then
-acted, else the apiserver's watch cache (a read: the apiserver reads from its watch
-cache, asking the store only for its current revision; no span says where an object was
-read from, so this is the registry's rule, which the spans agree with, not a
-measurement). The hops are the components in the order they first acted, each with its
-first span's offset from the operation's first span and the time its spans cover.
+acted, else where the apiserver's request span says a read took its objects from
+(`kubelab.read.source`: its watch cache or the store, with the resourceVersion semantics
+that chose it, `kubelab.read.resource_version_semantics`). The hops are the components
+in the order they first acted, each with its first span's offset from the operation's
+first span and the time its spans cover.
 
 A cluster that does not answer, a collector that does not answer, a command that fails
 or outlives `--timeout`, and traces that never reach the collector each get a message
@@ -90,6 +90,10 @@ SCHEDULE_SPAN = "Scheduler.schedule"
 RECONCILE_SPAN = "Controller.reconcile"
 STORE_OPERATION = "kubelab.store.operation"
 """The request span's attribute of a write's store transaction."""
+READ_SOURCE = "kubelab.read.source"
+READ_SEMANTICS = "kubelab.read.resource_version_semantics"
+"""The request span's attributes of a read: `watch-cache` or `store`, and why."""
+READ_PLACES = {"watch-cache": "watch cache (apiserver)", "store": "store"}
 PROXY_SPAN = "APIServer.proxy"
 CONTROLLER = "kubelab.controller"
 SCHEDULED_NODE = "kubelab.scheduler.node"
@@ -268,7 +272,13 @@ def data_source(spans: Sequence[Span]) -> str:
         return f"{on} (proxied by the apiserver)"
     if any(STORE_OPERATION in s["attributes"] for s in spans):
         return "store → " + on if kubelets else "store"
-    return "watch cache (apiserver)"
+    reads = _unique(
+        f"{READ_PLACES.get(str(source), str(source))}, "
+        f"{s['attributes'].get(READ_SEMANTICS, 'unknown')} read"
+        for s in spans
+        if (source := s["attributes"].get(READ_SOURCE))
+    )
+    return "; ".join(reads) or "apiserver (no read source in its spans)"
 
 
 def summarize(spans: Sequence[Span]) -> Row:

@@ -341,3 +341,48 @@ def test_health_checks_and_lease_renewals_are_traced_only_in_a_clients_trace(
         if s.parent is not None and s.parent.span_id == client_span.get_span_context().span_id
     }
     assert names == {"APIServer.get /readyz", "APIServer.update leases"}
+
+
+def test_a_read_says_whether_the_watch_cache_or_the_store_served_it(
+    env: Environment, exporter: InMemorySpanExporter
+) -> None:
+    """A get and an unpaginated list come from the watch cache, once it has caught up with
+    the store's current revision (resourceVersion unset) or at once ("0"); a paginated
+    list (kubectl's `limit=500`) or a page after the first comes from the store."""
+    ns = new_namespace(env, "traced-read")
+    api = k8s.CoreV1Api(k8s_config.new_client_from_config(str(env.kubeconfig)))
+    for name in ("one", "two"):
+        body = k8s.V1ConfigMap(metadata=k8s.V1ObjectMeta(name=name))
+        api.create_namespaced_config_map(ns, body)
+
+    def read(number: int, call: Any) -> dict[str, Any]:
+        """The request span's read attributes of `call`, made in a trace of its own."""
+        trace_id = f"{number:032x}"
+        api.api_client.set_default_header("traceparent", f"00-{trace_id}-{CLIENT_SPAN_ID}-01")
+        call()
+        spans = [s for s in finished(env, exporter) if hex_trace(s) == trace_id]
+        (span,) = [s for s in spans if s.name.startswith("APIServer.")]
+        return {k: v for k, v in (span.attributes or {}).items() if k.startswith("kubelab.read.")}
+
+    got = read(1, lambda: api.read_namespaced_config_map("one", ns))
+    assert got["kubelab.read.source"] == "watch-cache"
+    assert got["kubelab.read.resource_version_semantics"] == "most-recent"
+    assert int(got["kubelab.read.revision"]) > 0  # the store revision the cache reached
+    listed = read(2, lambda: api.list_namespaced_config_map(ns))
+    assert listed["kubelab.read.source"] == "watch-cache"
+    assert listed["kubelab.read.resource_version_semantics"] == "most-recent"
+    assert int(listed["kubelab.read.revision"]) >= int(got["kubelab.read.revision"])
+    assert read(3, lambda: api.list_namespaced_config_map(ns, resource_version="0")) == {
+        "kubelab.read.source": "watch-cache",
+        "kubelab.read.resource_version_semantics": "any",
+    }
+    first: list[Any] = []
+    assert read(4, lambda: first.append(api.list_namespaced_config_map(ns, limit=1))) == {
+        "kubelab.read.source": "store",
+        "kubelab.read.resource_version_semantics": "most-recent",
+    }
+    token = first[0].metadata._continue
+    assert read(5, lambda: api.list_namespaced_config_map(ns, limit=1, _continue=token)) == {
+        "kubelab.read.source": "store",
+        "kubelab.read.resource_version_semantics": "continue",
+    }

@@ -161,7 +161,7 @@ def test_the_seeds_operations_give_the_seeds_table_from_their_traces(lab: Lab) -
     assert "scheduler" not in components["delete"]
 
     get = rows["get"]
-    assert get.source == "watch cache (apiserver)"
+    assert get.source == "watch cache (apiserver), most-recent read"
     assert components["get"] == ["apiserver"]
     assert get.scheduled == () and get.controllers == () and not get.watched
 

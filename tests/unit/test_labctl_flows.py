@@ -154,12 +154,45 @@ def test_a_deleted_pod_is_seen_by_the_informers_and_stopped_by_its_kubelet() -> 
     assert row.stopped == 1 and flows.kubelet_cell(row) == "stopped 1 container(s)"
 
 
+def cache_get() -> dict[str, Any]:
+    """A get's request span as the apiserver makes it, saying where it read from."""
+    return span(
+        "APIServer.get pods",
+        "apiserver",
+        0,
+        1.5,
+        parent=None,
+        kubelab__read__source="watch-cache",
+        kubelab__read__resource_version_semantics="most-recent",
+        kubelab__read__revision=812,
+    )
+
+
 def test_a_get_is_served_by_the_apiserver_alone_from_its_watch_cache() -> None:
-    row = flows.summarize([span("APIServer.get pods", "apiserver", 0, 1.5, parent=None)])
-    assert row.source == "watch cache (apiserver)"
+    row = flows.summarize([cache_get()])
+    assert row.source == "watch cache (apiserver), most-recent read"
     assert not row.scheduled and not row.controllers and not row.watched
     assert [(h.component, h.busy) for h in row.hops] == [("apiserver", 0.0015)]
     assert flows.kubelet_cell(row) == "-"
+
+
+def test_the_read_source_is_the_request_spans_not_a_rule() -> None:
+    """A paginated list says the store; a span that says nothing is not guessed at."""
+    paged = span(
+        "APIServer.list pods",
+        "apiserver",
+        0,
+        3,
+        parent=None,
+        kubelab__read__source="store",
+        kubelab__read__resource_version_semantics="most-recent",
+    )
+    assert flows.summarize([paged]).source == "store, most-recent read"
+    assert flows.summarize([paged, cache_get()]).source == (
+        "store, most-recent read; watch cache (apiserver), most-recent read"
+    )
+    bare = span("APIServer.get pods", "apiserver", 0, 1.5, parent=None)
+    assert flows.summarize([bare]).source == "apiserver (no read source in its spans)"
 
 
 def test_logs_are_proxied_to_the_pods_kubelet() -> None:
@@ -244,7 +277,7 @@ def test_the_table_puts_the_measured_rows_beside_the_seeds_and_says_where_they_s
     create = flows.Result(flows.BY_NAME["create"], "kubectl create deployment nginx", T0, T0)
     create.spans = create_flow()
     get = flows.Result(flows.BY_NAME["get"], "kubectl get pod nginx-7d4-x2", T0, T0)
-    get.spans = [span("APIServer.get pods", "apiserver", 0, 1.5, parent=None)]
+    get.spans = [cache_get()]
     flows.render([create, get], console)
     text = console.export_text()
     for fragment in (
@@ -254,7 +287,7 @@ def test_the_table_puts_the_measured_rows_beside_the_seeds_and_says_where_they_s
         "replicaset-controller",
         "store → kubelet on worker1",
         "Query (static)",
-        "watch cache (apiserver)",
+        "watch cache (apiserver), most-recent read",
         "seeds: etcd → node",
         "Create: kubectl create deployment nginx",
         "Where the seeds simplify",
