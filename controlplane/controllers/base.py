@@ -30,7 +30,13 @@ takes is two: `WorkQueue.wait`, from the moment the key was queued until a worke
 it, and `Controller.reconcile` (`kubelab.controller` names the controller), the sync
 with the object's attributes. Both continue the trace kept in the object's annotation
 (`kubelab.tracing.extract`): the trace of the write that made the change the
-controller reconciles. The controller's writes happen inside the reconcile span, so
+controller reconciles. The reconcile links to what queued its key (the work queue's
+causes: the `Informer.event` spans current when a handler added the key, each distinct
+one, `workqueue.MAX_CAUSES` at most): a ReplicaSet reconciled because one of its pods
+was deleted stays in the ReplicaSet's trace, yet links to the deletion's, so that
+`labctl trace pod/NAME` finds the reconcile and the replacement it created. A key whose
+object carries no trace (or is gone from the cache) continues the first cause's trace
+instead. The controller's writes happen inside the reconcile span, so
 each is a `Client.<verb>` span of it and its request carries the reconcile's
 `traceparent`: the apiserver keeps it on what the controller writes (the ReplicaSet a
 Deployment's reconcile creates), and the next controller continues from there.
@@ -159,18 +165,18 @@ class Workers(Generic[K]):
     def _work(self, stop: threading.Event) -> None:
         while True:
             try:
-                key, waited = self.queue.get_with_wait()
+                key, waited, causes = self.queue.get_with_causes()
             except ShutDown:
                 return
             try:
                 # Once stopped (leadership lost), the keys still queued are the next
                 # leader's business: acting on them would make two controllers act.
                 if not stop.is_set():
-                    self._reconcile(key, waited)
+                    self._reconcile(key, waited, causes)
             finally:
                 self.queue.done(key)
 
-    def _reconcile(self, key: K, waited: float) -> None:
+    def _reconcile(self, key: K, waited: float, causes: list[trace.SpanContext]) -> None:
         """`_sync_one`, as the spans of the module docstring when tracing."""
         tracer = self._tracer
         if tracer is None:
@@ -180,6 +186,9 @@ class Workers(Generic[K]):
         if self._objects is not None and isinstance(key, str):
             obj = self._objects.indexer.get(key)
         context = tracing.extract(obj) if obj is not None else None
+        if causes and not trace.get_current_span(context).get_span_context().is_valid:
+            context = trace.set_span_in_context(trace.NonRecordingSpan(causes[0]))
+        links = [trace.Link(cause) for cause in causes]
         now = time.time_ns()
         wait = tracer.start_span(
             "WorkQueue.wait", context=context, start_time=now - int(waited * 1e9)
@@ -187,7 +196,9 @@ class Workers(Generic[K]):
         if wait.is_recording():
             wait.set_attributes({CONTROLLER_ATTRIBUTE: self.name, KEY_ATTRIBUTE: str(key)})
         wait.end(end_time=now)
-        with tracer.start_as_current_span("Controller.reconcile", context=context) as span:
+        with tracer.start_as_current_span(
+            "Controller.reconcile", context=context, links=links
+        ) as span:
             if span.is_recording():
                 if obj is not None:
                     assert self._objects is not None

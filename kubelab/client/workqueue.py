@@ -45,6 +45,13 @@ How long a key waited between being queued and handed out (`get_with_wait`) is t
 work-queue wait of a controller's trace (client-go's `workqueue_queue_duration_seconds`);
 a key held back while it is processed waits from the moment `done()` queues it again.
 
+What queued a key (`get_with_causes`): `add` keeps the span current when it is called
+(the informer's `Informer.event` span, in the trace of the write that changed the
+object), each distinct one once and at most `MAX_CAUSES` a key, since merging ten
+events into one reconcile merges ten causes too; the worker links its reconcile to
+them (controlplane/controllers/base.py). A key's causes go with it when it is handed
+out; one added while it is processed is the next round's.
+
 The queue takes a `Clock`, so tests can check the back-off without waiting.
 """
 
@@ -57,8 +64,14 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanContext
+
 from kubelab.client.clock import REAL_CLOCK, Clock
 from kubelab.client.flowcontrol import Backoff, TokenBucket
+
+MAX_CAUSES = 16
+"""The most span contexts kept of what queued one key (module docstring)."""
 
 T = TypeVar("T", bound=Hashable)
 
@@ -172,6 +185,8 @@ class WorkQueue(Generic[T]):
         self._ready_at: dict[T, float] = {}
         self._sequence = itertools.count()
         self._shutting_down = False
+        # The distinct span contexts current when each dirty item was added.
+        self._causes: dict[T, list[SpanContext]] = {}
 
     def __len__(self) -> int:
         """Items ready to be handed out (not counting delayed or processing ones)."""
@@ -197,8 +212,13 @@ class WorkQueue(Generic[T]):
     def add(self, item: T) -> None:
         """Queue `item`, unless it is queued already or being processed (then it is
         queued again when its worker is done). Ignored after shutdown."""
+        cause = trace.get_current_span().get_span_context()
         with self._cond:
             self._add(item)
+            if cause.is_valid and item in self._dirty:
+                causes = self._causes.setdefault(item, [])
+                if cause not in causes and len(causes) < MAX_CAUSES:
+                    causes.append(cause)
 
     def add_after(self, item: T, delay: float) -> None:
         """Queue `item` after `delay` seconds of the queue's clock."""
@@ -251,6 +271,12 @@ class WorkQueue(Generic[T]):
 
     def get_with_wait(self) -> tuple[T, float]:
         """`get`, and the seconds the item waited in the queue (module docstring)."""
+        item, waited, _ = self.get_with_causes()
+        return item, waited
+
+    def get_with_causes(self) -> tuple[T, float, list[SpanContext]]:
+        """`get_with_wait`, and the span contexts of what queued the item (module
+        docstring)."""
         with self._cond:
             while True:
                 next_due = self._promote_due()
@@ -264,7 +290,7 @@ class WorkQueue(Generic[T]):
             waited = self._clock.now() - self._queued_at.pop(item)
             self._processing.add(item)
             self._dirty.discard(item)
-            return item, waited
+            return item, waited, self._causes.pop(item, [])
 
     def done(self, item: T) -> None:
         """Finish with `item`; if it was added meanwhile, queue it again now."""

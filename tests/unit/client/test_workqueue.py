@@ -10,10 +10,13 @@ import time
 from collections import Counter
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from kubelab.client.clock import FakeClock
 from kubelab.client.flowcontrol import TokenBucket
 from kubelab.client.workqueue import (
+    MAX_CAUSES,
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     ShutDown,
@@ -222,3 +225,30 @@ def test_get_with_wait_says_how_long_the_item_waited_since_it_was_queued() -> No
     clock.step(0.5)
     assert q.get_with_wait() == ("b", 6.5)
     assert q.get_with_wait() == ("a", 0.5)
+
+
+def test_a_key_carries_the_distinct_spans_that_queued_it_until_handed_out() -> None:
+    """What queued a key (the span current at `add`) goes with it: merged adds keep each
+    distinct span once, within `MAX_CAUSES`; an add while the key is processed is the
+    next round's; an add outside any span is no cause."""
+
+    def context(n: int) -> SpanContext:
+        return SpanContext(n, n, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+
+    def add_in(q: WorkQueue[str], n: int) -> None:
+        with trace.use_span(NonRecordingSpan(context(n))):
+            q.add("k")
+
+    q: WorkQueue[str] = WorkQueue()
+    q.add("k")
+    for n in (1, 2, 1, *range(3, MAX_CAUSES + 5)):
+        add_in(q, n)
+    key, _, causes = q.get_with_causes()
+    assert key == "k"
+    assert causes == [context(n) for n in range(1, MAX_CAUSES + 1)]
+    add_in(q, 99)  # while processing: the next round's
+    q.done("k")
+    assert q.get_with_causes()[2] == [context(99)]
+    q.done("k")
+    q.add("k")
+    assert q.get_with_causes()[2] == []

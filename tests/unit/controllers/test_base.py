@@ -29,9 +29,11 @@ from kubelab.client import (
     WorkQueue,
     resource_for,
 )
+from lab.testenv import Environment
 from tests.unit.client.conftest import eventually
 
 log = logging.getLogger("test-controller")
+PODS = resource_for("v1", "Pod")
 
 
 def run(workers: Workers[str], count: int = 2) -> tuple[threading.Event, threading.Thread]:
@@ -184,3 +186,87 @@ def test_a_traced_key_is_its_queue_wait_and_a_reconcile_in_the_objects_trace() -
     )
     assert gone.parent is None
     assert gone.status.is_ok
+
+
+def test_a_reconcile_links_to_the_events_that_queued_its_key(
+    apiserver: Environment, namespace: str
+) -> None:
+    """A pod's events queue its owner's key, as a ReplicaSet's handlers do: the owner's
+    reconcile stays in the owner's trace and links to each distinct `Informer.event`
+    that queued it (each in the trace of the write it reports); a key whose object is
+    not cached continues the first cause's trace."""
+    exporter = InMemorySpanExporter()
+    traced = tracing.setup("controller-manager", "cp1", CollectorRegistry(), exporter=exporter)
+    watcher = RestClient(apiserver.client_config(), qps=None)
+    pods = SharedInformer(
+        watcher,
+        PODS,
+        namespace=namespace,
+        tracer=traced.tracer,
+    )
+    queue: WorkQueue[str] = WorkQueue()
+    queued = threading.Event()
+
+    def owner_of(obj: object) -> None:
+        queue.add(f"{namespace}/owner")
+        queue.add(f"{namespace}/gone")
+        queued.set()
+
+    pods.add_event_handler(owner_of, lambda old, new: owner_of(new), owner_of)
+    stop = threading.Event()
+    pods.start(stop)
+    assert pods.wait_for_sync(5)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+    }
+    admin = RestClient(apiserver.client_config(), qps=None)
+    admin.create(PODS, pod, namespace)  # untraced: its event is no cause
+    writers = []
+    for value in ("a", "b"):
+        with traced.tracer.start_as_current_span(f"kubectl label {value}") as writer:
+            current = admin.get(PODS, "p", namespace)
+            current["metadata"]["labels"] = {"v": value}
+            admin.update(PODS, current)
+        writers.append(writer.get_span_context().trace_id)
+    eventually(lambda: len(queue) == 2 and len(queue._causes.get(f"{namespace}/gone", [])) == 2)
+
+    owner_write = traced.tracer.start_span("kubectl create owner")
+    owners = SharedInformer(RestClient(ClientConfig(server="http://127.0.0.1:1")), PODS)
+    owner: dict[str, object] = {"metadata": {"name": "owner", "namespace": namespace}}
+    tracing.inject(owner["metadata"], trace.set_span_in_context(owner_write))  # type: ignore[arg-type]
+    owners.indexer.add(owner)
+    synced: list[str] = []
+    workers = Workers(
+        "replicaset-controller",
+        queue,
+        lambda key: synced.append(key),
+        log,
+        tracer=traced.tracer,
+        objects=owners,
+    )
+    worker_stop, thread = run(workers, count=1)
+    eventually(lambda: len(synced) == 2)
+    worker_stop.set()
+    stop.set()
+    thread.join(5)
+    admin.close()
+    watcher.close()
+    traced.force_flush()
+    spans = exporter.get_finished_spans()
+    events = {s.context.span_id: s for s in spans if s.name == "Informer.event"}
+    reconciles = {
+        str((s.attributes or {})[KEY_ATTRIBUTE]): s
+        for s in spans
+        if s.name == "Controller.reconcile"
+    }
+    reconcile = reconciles[f"{namespace}/owner"]
+    assert reconcile.context.trace_id == owner_write.get_span_context().trace_id
+    linked = [events[link.context.span_id] for link in reconcile.links]
+    assert [s.context.trace_id for s in linked] == writers
+    gone = reconciles[f"{namespace}/gone"]
+    assert gone.parent is not None and gone.context.trace_id == writers[0]
+    assert len(gone.links) == 2
+    traced.shutdown()
