@@ -4,7 +4,8 @@
   `ExportTraceServiceResponse` in the request's encoding, 400 with a `google.rpc.Status`
   naming what is wrong (and nothing stored), 413 for a body over `MAX_BODY`;
 * `GET /api/v1/spans`: the query API of `labctl trace` (`storage.Query`'s fields as
-  parameters: `trace_id` (repeatable), `uid`, `kind`, `namespace`, `name`, `owner_uid`,
+  parameters: `trace_id` and `linked_trace_id` (repeatable), `uid`, `kind`, `namespace`,
+  `name`, `owner_uid`,
   `since` (RFC 3339), `after` (a cursor), `limit`), answering
   `{"spans": [...], "next": cursor}` with spans in the public shape;
 * `GET /metrics`, `/healthz`, `/readyz`.
@@ -184,6 +185,7 @@ def _query(params: dict[str, list[str]]) -> Query:
         since = otlp.rfc3339(int(when.timestamp() * 1_000_000) * 1000)
     return Query(
         trace_ids=params.get("trace_id", []),
+        linked_trace_ids=params.get("linked_trace_id", []),
         uid=one("uid"),
         kind=one("kind"),
         namespace=one("namespace"),

@@ -10,7 +10,9 @@ newest.
 
 Spans are indexed by what the query API asks for: trace id, the object's uid, its
 kind/namespace/name (kind case-insensitively: a user types `deployment/web`), its
-owner's uid (labctl walks an owner chain down with it), and the arrival sequence
+owner's uid (labctl walks an owner chain down with it), the traces a span links to
+(`linked_trace_ids`: labctl finds the reconcile that a deleted pod's event queued, which
+is in its owner's trace, by its link into the deletion's), and the arrival sequence
 (`after`, the cursor of `labctl trace --follow`).
 """
 
@@ -43,6 +45,12 @@ CREATE INDEX IF NOT EXISTS spans_by_trace ON spans (trace_id);
 CREATE INDEX IF NOT EXISTS spans_by_uid ON spans (uid);
 CREATE INDEX IF NOT EXISTS spans_by_object ON spans (kind, namespace, name);
 CREATE INDEX IF NOT EXISTS spans_by_owner ON spans (owner_uid);
+CREATE TABLE IF NOT EXISTS links (
+    seq INTEGER NOT NULL,
+    trace_id TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS links_by_trace ON links (trace_id);
+CREATE INDEX IF NOT EXISTS links_by_span ON links (seq);
 CREATE TABLE IF NOT EXISTS traces (
     trace_id TEXT PRIMARY KEY,
     first_seq INTEGER NOT NULL,
@@ -60,6 +68,8 @@ class Query:
     matches any of `trace_ids`."""
 
     trace_ids: Sequence[str] = ()
+    linked_trace_ids: Sequence[str] = ()
+    """Spans that link to any of these traces (in a trace of their own or not)."""
     uid: str = ""
     kind: str = ""
     namespace: str = ""
@@ -126,6 +136,10 @@ class TraceStore:
                         body,
                     ),
                 ).lastrowid
+                self._db.executemany(
+                    "INSERT INTO links (seq, trace_id) VALUES (?, ?)",
+                    [(seq, trace_id) for trace_id in {ln["trace_id"] for ln in span["links"]}],
+                )
                 new = self._db.execute(
                     "INSERT INTO traces (trace_id, first_seq, bytes) VALUES (?, ?, ?)"
                     " ON CONFLICT (trace_id) DO UPDATE SET bytes = bytes + excluded.bytes"
@@ -141,6 +155,10 @@ class TraceStore:
             trace_id, size = self._db.execute(
                 "SELECT trace_id, bytes FROM traces ORDER BY first_seq LIMIT 1"
             ).fetchone()
+            self._db.execute(
+                "DELETE FROM links WHERE seq IN (SELECT seq FROM spans WHERE trace_id = ?)",
+                (trace_id,),
+            )
             self._db.execute("DELETE FROM spans WHERE trace_id = ?", (trace_id,))
             self._db.execute("DELETE FROM traces WHERE trace_id = ?", (trace_id,))
             self.stored.traces -= 1
@@ -155,6 +173,10 @@ class TraceStore:
         if query.trace_ids:
             clauses.append(f"trace_id IN ({', '.join('?' * len(query.trace_ids))})")
             values.extend(query.trace_ids)
+        if query.linked_trace_ids:
+            marks = ", ".join("?" * len(query.linked_trace_ids))
+            clauses.append(f"seq IN (SELECT seq FROM links WHERE trace_id IN ({marks}))")
+            values.extend(query.linked_trace_ids)
         for column in ("uid", "kind", "namespace", "name", "owner_uid"):
             if value := getattr(query, column):
                 clauses.append(f"{column} = ?")

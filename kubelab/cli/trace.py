@@ -4,7 +4,10 @@ components, from the spans the lab's trace collector keeps (controlplane/collect
 What it gathers (`gather`): the spans about the object (by kind, namespace and name),
 then down its owner chain (the spans whose `k8s.object.owner_uid` is a uid found so
 far: Deployment -> ReplicaSets -> Pods), then every span of the traces those spans are
-in or link to (the store's, kube-proxy's, which name no object of the chain). It asks
+in or link to (the store's, kube-proxy's, which name no object of the chain), and the
+spans of other traces that link into those, with what they caused (their descendants):
+a ReplicaSet's reconcile stays in the ReplicaSet's trace, linked to the deleted pod's
+event that queued it, and the replacement it creates is its descendant. It asks
 only the collector, so it works for objects already deleted, as long as their traces
 have not aged out.
 
@@ -157,15 +160,45 @@ def gather(fetch: Fetch, kind: str, namespace: str, name: str) -> list[Span]:
 
 
 def traces_of(fetch: Fetch, spans: Sequence[Span]) -> list[Span]:
-    """Every span of the traces `spans` are in or link to (`labctl flows` gathers an
-    operation's traces with it too)."""
+    """Every span of the traces `spans` are in or link to, and the spans of other traces
+    that link into those with their descendants (module docstring; `labctl flows`
+    gathers an operation's traces with it too)."""
     traces = {s["trace_id"] for s in spans}
     traces |= {link["trace_id"] for s in spans for link in s["links"]}
+    found = _in_batches(fetch, "trace_id", traces)
+    linking = [
+        s for s in _in_batches(fetch, "linked_trace_id", traces) if s["trace_id"] not in traces
+    ]
+    if linking:
+        found += _descendants(
+            _in_batches(fetch, "trace_id", {s["trace_id"] for s in linking}), linking
+        )
+    return found
+
+
+def _in_batches(fetch: Fetch, parameter: str, traces: Iterable[str]) -> list[Span]:
+    """The spans `parameter` (a repeatable trace id) selects for each of `traces`."""
     ordered = sorted(traces)
     found: list[Span] = []
     for i in range(0, len(ordered), 50):  # a bounded URL per request
-        found += fetch({"trace_id": ordered[i : i + 50]})
+        found += fetch({parameter: ordered[i : i + 50]})
     return found
+
+
+def _descendants(spans: Sequence[Span], roots: Sequence[Span]) -> list[Span]:
+    """`roots` and the spans among `spans` below them."""
+    children: dict[str, list[Span]] = defaultdict(list)
+    for span in spans:
+        if span["parent_span_id"]:
+            children[span["parent_span_id"]].append(span)
+    found: dict[str, Span] = {}
+    pending = list(roots)
+    while pending:
+        span = pending.pop()
+        if span["span_id"] not in found:
+            found[span["span_id"]] = span
+            pending += children[span["span_id"]]
+    return list(found.values())
 
 
 def _uid(span: Span) -> str:

@@ -207,7 +207,8 @@ def test_logs_are_proxied_to_the_pods_kubelet() -> None:
 
 
 class FakeCollector:
-    """The collector's query API over a list of spans: namespace, since, trace_id."""
+    """The collector's query API over a list of spans: namespace, since, trace_id,
+    linked_trace_id."""
 
     def __init__(self, spans: list[dict[str, Any]]) -> None:
         self.spans = spans
@@ -216,6 +217,9 @@ class FakeCollector:
         found = self.spans
         if "trace_id" in params:
             found = [s for s in found if s["trace_id"] in params["trace_id"]]
+        if "linked_trace_id" in params:
+            wanted = params["linked_trace_id"]
+            found = [s for s in found if any(ln["trace_id"] in wanted for ln in s["links"])]
         if "namespace" in params:
             found = [s for s in found if s["attributes"].get("k8s.object.namespace") == "flows"]
         if "since" in params:

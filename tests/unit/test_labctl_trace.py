@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import requests
+from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
@@ -274,3 +275,52 @@ def test_follow_ends_at_ctrl_c_without_a_traceback(
     out, err = capsys.readouterr()
     assert "following Deployment web in namespace default (Ctrl-C ends it)" in err
     assert "Traceback" not in err and "Deployment.sync" in out
+
+
+def test_a_deleted_pods_trace_shows_the_replacement_its_owner_made(tmp_path: Path) -> None:
+    """The ReplicaSet's reconcile stays in the ReplicaSet's trace and links to the deleted
+    pod's event: `labctl trace pod/NAME` follows that link back (the collector's
+    `linked_trace_id`) and shows the reconcile and what it caused, not the rest of the
+    ReplicaSet's trace."""
+    lab = Lab()
+    create_deployment_flow(lab, "web", "uid-web")
+    replicaset = obj("ReplicaSet", "web-7d4", "uid-web-rs", owner="uid-web")
+    lab.write(replicaset, agent="kubectl/v1.37.0 (linux/amd64)")  # a scale: its own trace
+    pod = obj("Pod", "web-7d4-x2", "uid-web-pod", owner="uid-web-rs")
+    lab.write(pod, agent="kubectl/v1.37.0 (linux/amd64)")  # the deletion's mark
+    with lab.react("controller-manager", "Informer.event", pod) as event:
+        queued = event.get_span_context()
+    tracer = lab.tracers["controller-manager"].tracer
+    with tracer.start_as_current_span(
+        "Controller.reconcile",
+        tracing.extract(replicaset),
+        links=[trace.Link(queued)],
+        attributes=tracing.object_attributes(replicaset),
+    ):
+        replacement = obj("Pod", "web-7d4-z9", "uid-web-pod2", owner="uid-web-rs")
+        lab.write(replacement)
+    with lab.react("kubelet", "Kubelet.syncPod", replacement):
+        pass
+    store = TraceStore(tmp_path, max_traces=100, max_bytes=10**7)
+    server = collector_server.serve(store, "127.0.0.1", 0)
+    try:
+        answer = requests.post(
+            f"{server.url}/v1/traces",
+            data=lab.spans().SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+            timeout=10,
+        )
+        assert answer.status_code == 200
+        spans = labctl_trace.gather(
+            labctl_trace.collector_fetch(server.url), "Pod", "default", "web-7d4-x2"
+        )
+    finally:
+        server.shutdown()
+        store.close()
+    named = {(s["name"], (s["object"] or {}).get("name")) for s in spans}
+    assert ("Controller.reconcile", "web-7d4") in named
+    assert ("POST pods", "web-7d4-z9") in named
+    assert ("Kubelet.syncPod", "web-7d4-z9") in named
+    # The rest of the ReplicaSet's trace (the scale) is not the pod's: only the create
+    # by the Deployment's sync, in the pod's own first trace.
+    assert [s["name"] for s in spans].count("POST replicasets") == 1
