@@ -334,3 +334,86 @@ def test_create_deployment_is_one_trace_from_kubectl_to_the_bind(
     assert len(pod_creates) == 2
     cycles = [s for s in in_chain if s.name == "Scheduler.schedule"]
     assert {(c.attributes or {})[tracing.OBJECT_NAMESPACE] for c in cycles} == {ns}
+
+
+def test_a_deleted_pods_replacement_is_its_replicasets_reconcile_linked_to_the_deletion(
+    env: Environment, admin: RestClient
+) -> None:
+    """`kubectl delete pod` of a ReplicaSet's pod: the real replicaset controller's
+    reconcile stays in the ReplicaSet's trace but links to the pod's event in the
+    deletion's trace, and the replacement's create is that reconcile's child."""
+    ns = new_namespace(env, "traced-replace")
+    traced, exporter = in_memory("controller-manager")
+    kubectl, _ = in_memory("apiserver")
+    args = manager.parse_args(
+        [
+            "--kubeconfig",
+            str(env.kubeconfig_for(CONTROLLER_MANAGER)),
+            "--leader-elect=false",
+            "--controllers=replicaset-controller",
+        ]
+    )
+    options = manager.Options(
+        controllers=manager.runnable_controllers(args),
+        root_ca=b"",
+        workers={},
+        qps=args.kube_api_qps,
+        burst=args.kube_api_burst,
+        args=args,
+    )
+    labels = {"app": "solo"}
+    body = {
+        "metadata": {"name": "solo", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                # Bound at once: its deletion is a graceful mark, as on a lab's node.
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]},
+            },
+        },
+    }
+    with controller_manager(load_config(args.kubeconfig), options, traced.tracer):
+        with trace.use_span(kubectl.tracer.start_span("kubectl create replicaset")):
+            admin.create(REPLICA_SETS, body)
+        eventually(lambda: len(admin.list(PODS, ns)["items"]) == 1)
+        (first,) = admin.list(PODS, ns)["items"]
+        deletion = kubectl.tracer.start_span("kubectl delete pod")
+        with trace.use_span(deletion):
+            admin.delete(PODS, first["metadata"]["name"], ns)
+        eventually(lambda: len(admin.list(PODS, ns)["items"]) == 2)
+        (replacement,) = [
+            p
+            for p in admin.list(PODS, ns)["items"]
+            if p["metadata"]["uid"] != first["metadata"]["uid"]
+        ]
+
+        def linked() -> list[ReadableSpan]:
+            traced.force_flush()
+            deleting = deletion.get_span_context().trace_id
+            return [
+                s
+                for s in spans_named(
+                    exporter, "Controller.reconcile", **{tracing.OBJECT_NAME: "solo"}
+                )
+                if any(link.context.trace_id == deleting for link in s.links)
+            ]
+
+        eventually(linked)
+    traced.force_flush()
+    reconciles = {s.context.span_id: s for s in linked()}
+    creates = spans_named(
+        exporter, "Client.create", **{tracing.OBJECT_UID: replacement["metadata"]["uid"]}
+    )
+    (create,) = creates
+    assert create.parent is not None and create.parent.span_id in reconciles
+    reconcile = reconciles[create.parent.span_id]
+    assert reconcile.context.trace_id != deletion.get_span_context().trace_id  # the RS's own
+    events = {s.context.span_id: s for s in spans_named(exporter, "Informer.event")}
+    (event,) = [
+        events[link.context.span_id]
+        for link in reconcile.links
+        if link.context.trace_id == deletion.get_span_context().trace_id
+    ]
+    assert (event.attributes or {})[tracing.OBJECT_UID] == first["metadata"]["uid"]
