@@ -13,7 +13,7 @@ each of them in a namespace of its own (`kubelab-flows-<hex>`, deleted at the en
 
 and `delete-replica` besides: the seeds' delete of a pod that a ReplicaSet owns, which
 they do not draw: its replacement goes through the controller-manager and the scheduler,
-though not in the deletion's trace (`NOTES`).
+in the ReplicaSet's trace, linked to the deletion's (`NOTES`).
 The update names the image already running by its full reference: the lab builds its
 images offline and has no second nginx, and a new reference is a new pod template all
 the same (a rolling update), without the pull.
@@ -152,10 +152,10 @@ NOTES = {
     "containers and then deletes the pod for good with a grace period of 0.",
     "delete-replica": "Deleting a pod a ReplicaSet owns does make the ReplicaSet controller "
     "create a replacement, which the scheduler places and a kubelet starts, within tens of "
-    "milliseconds; but not in the deletion's trace: the controller's informer sees the pod's "
-    "event in that trace, then reconciles the ReplicaSet, whose work continues the trace kept "
-    "on the ReplicaSet (its last desired-state write). `labctl trace replicaset/NAME` shows "
-    "the replacement.",
+    "milliseconds. The controller's informer sees the pod's event in the deletion's trace; "
+    "the reconcile of the ReplicaSet it queues continues the trace kept on the ReplicaSet "
+    "(its last desired-state write) and links to that event, so the deletion's traces take "
+    "in the reconcile and what it caused (`labctl trace pod/NAME` shows the replacement).",
     "get": "The apiserver answers reads from its watch cache, not from etcd: a GET without "
     "a resourceVersion first asks the store for its current revision (so that the answer "
     "is as fresh as a quorum read) and waits until the cache has it. Only a paginated "
