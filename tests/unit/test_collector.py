@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 import requests
+from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+from controlplane.collector import otlp
 from controlplane.collector import server as collector_server
 from controlplane.collector.storage import Query, TraceStore
 from kubelab import tracing
@@ -237,3 +239,29 @@ def test_health_and_unknown_paths(collector: collector_server.CollectorServer) -
     assert requests.get(f"{collector.url}/healthz", timeout=10).text == "ok"
     assert requests.get(f"{collector.url}/v1/logs", timeout=10).status_code == 404
     assert post(collector, b"", **{"Content-Type": "application/x-protobuf"}).status_code == 200
+
+
+def test_linked_trace_id_finds_the_spans_that_link_into_a_trace_until_they_are_evicted(
+    tmp_path: Path,
+) -> None:
+    exporter = InMemorySpanExporter()
+    traced = tracing.setup("controller-manager", "cp1", CollectorRegistry(), exporter=exporter)
+    with traced.tracer.start_as_current_span("Informer.event") as event:
+        pass
+    cause = event.get_span_context()
+    with traced.tracer.start_as_current_span("Controller.reconcile", links=[trace.Link(cause)]):
+        pass
+    traced.force_flush()
+    store = TraceStore(tmp_path, max_traces=2, max_bytes=10**7)
+    try:
+        store.add(otlp.public_spans(encode_spans(exporter.get_finished_spans())))
+        wanted = format(cause.trace_id, "032x")
+        linking, _ = store.query(Query(linked_trace_ids=[wanted]))
+        assert [s["name"] for s in linking] == ["Controller.reconcile"]
+        assert store.query(Query(linked_trace_ids=["0" * 32]))[0] == []
+        store.add(otlp.public_spans(encode_spans(sdk_spans(2))))  # the two older traces go
+        assert store.query(Query(linked_trace_ids=[wanted]))[0] == []
+        (rows,) = store._db.execute("SELECT count(*) FROM links").fetchone()
+        assert rows == 0
+    finally:
+        store.close()
