@@ -161,27 +161,46 @@ def test_a_deployments_trace_is_one_causal_chain_through_every_component(
 def test_a_services_trace_reaches_kube_proxy_through_its_endpointslice(
     lab: Lab, nginx: dict[str, str]
 ) -> None:
-    def slice_syncs(spans: list[Span]) -> list[Span]:
-        return [s for s in named(spans, "Proxy.syncRules", kind="EndpointSlice") if s["links"]]
+    def causes(spans: list[Span], rules: Span) -> list[list[Span]]:
+        """The chains above the writes a kube-proxy sync links to (those exported yet:
+        the components export every 5 s, so a write may come after the sync)."""
+        by_id = {s["span_id"]: s for s in spans}
+        linked = [by_id.get(link["span_id"]) for link in rules["links"]]
+        return [[s, *ancestors(spans, s)] for s in linked if s is not None]
 
-    def synced(spans: list[Span]) -> bool:
-        return {s["node"] for s in slice_syncs(spans)} >= set(nginx.values())
+    def from_the_controller(spans: list[Span], rules: Span) -> bool:
+        # The sync links to the slice's write, which the EndpointSlice controller made
+        # in its reconcile of the Service.
+        return any(
+            s["attributes"].get("kubelab.controller") == "endpointslice-controller"
+            for chain in causes(spans, rules)
+            for s in chain
+        )
 
-    spans = settled(lab, "service/nginx", synced)
+    def traced_nodes(spans: list[Span]) -> set[str]:
+        return {
+            s["node"]
+            for s in named(spans, "Proxy.syncRules", kind="EndpointSlice")
+            if s["links"] and from_the_controller(spans, s)
+        }
+
+    nodes = set(nginx.values())
+    try:
+        spans = settled(lab, "service/nginx", lambda spans: traced_nodes(spans) >= nodes)
+    except AssertionError:
+        spans = trace(lab, "service/nginx")
+        syncs = named(spans, "Proxy.syncRules", kind="EndpointSlice")
+        chains = {
+            s["node"]: [[(c["component"], c["name"]) for c in chain] for chain in causes(spans, s)]
+            for s in syncs
+            if s["links"]
+        }
+        raise AssertionError(
+            f"no sync traced to the controller on {nodes - traced_nodes(spans)}: {chains}"
+        ) from None
     assert {"apiserver", "store", "controller-manager", "kube-proxy"} <= {
         s["component"] for s in spans
     }
-    by_id = {s["span_id"]: s for s in spans}
-    for rules in slice_syncs(spans):
-        # The sync links to the slice's write, which the EndpointSlice controller made
-        # in its reconcile of the Service.
-        linked = [by_id.get(link["span_id"]) for link in rules["links"]]
-        causes = [[s, *ancestors(spans, s)] for s in linked if s is not None]
-        assert any(
-            s["attributes"].get("kubelab.controller") == "endpointslice-controller"
-            for chain in causes
-            for s in chain
-        ), (rules["node"], [[(s["component"], s["name"]) for s in c] for c in causes])
 
 
 def test_a_deleted_pods_trace_is_the_kubelets_teardown_without_scheduling(

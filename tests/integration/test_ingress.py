@@ -135,8 +135,11 @@ def test_an_ingress_is_rendered_published_and_its_missing_service_reported(
 
         admin.create(SERVICES, service("nothere"), namespace)
         admin.create(SLICES, endpoint_slice("nothere", "10.244.2.9"), namespace)
-        until(lambda: "server 10.244.2.9:8080;" in reloads[-1], "the new Service's endpoints")
-        assert "return 503;" not in reloads[-1]
+        # The slice and the Service come by two informers: the 503 goes once both are in.
+        until(
+            lambda: "server 10.244.2.9:8080;" in reloads[-1] and "return 503;" not in reloads[-1],
+            "the new Service and its endpoints served",
+        )
     finally:
         stop.set()
         thread.join(10)

@@ -94,8 +94,8 @@ def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
             lambda n=node: f"{namespace}/echo" not in nat(n) + n.sh("iptables-save -t filter"),  # type: ignore[misc]
             f"echo's rules gone on {node.name}",
         )
+        # (Other tests' Services of the shared apiserver may keep endpoint chains here.)
         assert svc_chain not in nat(node)
-        assert "KUBE-SEP-" not in nat(node)
 
 
 def test_cleanup_removes_every_chain_of_kube_proxy(proxies: list[Node]) -> None:
