@@ -19,6 +19,7 @@ from kubelab.delegatedauth import Delegation, User
 from kubelab.serving import HealthServer, ServingError, serve, serving_context
 from lab.localcluster import free_port
 from lab.testenv import Environment
+from tests.waiting import until
 
 SERVICE_ACCOUNTS = resource_for("v1", "ServiceAccount")
 CLUSTER_ROLE_BINDINGS = resource_for("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
@@ -225,12 +226,19 @@ def test_a_revoked_binding_stops_working_once_the_cached_answer_expires(
     with RestClient(apiserver.client_config(), qps=None) as admin:
         admin.create(CLUSTER_ROLE_BINDINGS, binding)
         delegation = Delegation(admin, admin, ttl=10.0, clock=lambda: now[0])
-        assert delegation.authorize(user, metrics)
+
+        def fresh_answer() -> bool:
+            """Asked again: past every cached answer's ttl."""
+            now[0] += 100.0
+            return delegation.authorize(user, metrics)
+
+        # The apiserver's authorizer sees bindings through its watch cache, which may lag.
+        until(fresh_answer, "the binding reaching the apiserver's authorizer")
+        granted = now[0]
         admin.delete(CLUSTER_ROLE_BINDINGS, binding["metadata"]["name"])
-        now[0] = 9.0
+        now[0] = granted + 9.0
         assert delegation.authorize(user, metrics), "the answer is kept for its ttl"
-        now[0] = 10.5
-        assert not delegation.authorize(user, metrics), "then asked again"
+        until(lambda: not fresh_answer(), "the revoked binding refused once asked again")
 
 
 def test_a_kubeconfig_that_cannot_be_read_is_an_error_that_names_it(tmp_path: Path) -> None:
