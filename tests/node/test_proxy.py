@@ -4,6 +4,7 @@ is deleted no rule of it is left; `--cleanup` removes every chain of kube-proxy.
 
 from __future__ import annotations
 
+import re
 import urllib.request
 from typing import Any
 
@@ -85,6 +86,12 @@ def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
         with urllib.request.urlopen(f"http://{node.ip}:{node_port}/cgi-bin/ip", timeout=5) as r:
             assert r.status == 200
 
+    # echo's endpoint chains (other tests' Services of the shared apiserver keep theirs)
+    endpoint_chains = {
+        node.name: set(re.findall(rf"-A (KUBE-SEP-\w+) .*{namespace}/echo:", nat(node)))
+        for node in proxies
+    }
+    assert all(endpoint_chains.values()), endpoint_chains
     node_api.client.delete(SERVICES, "echo", namespace)
     node_api.client.delete(SLICES, "echo-1", namespace)
     for node in proxies:
@@ -94,8 +101,8 @@ def test_a_services_rules_carry_traffic_and_are_gone_after_it_is_deleted(
             lambda n=node: f"{namespace}/echo" not in nat(n) + n.sh("iptables-save -t filter"),  # type: ignore[misc]
             f"echo's rules gone on {node.name}",
         )
-        # (Other tests' Services of the shared apiserver may keep endpoint chains here.)
         assert svc_chain not in nat(node)
+        assert not [c for c in endpoint_chains[node.name] if c in nat(node)]
 
 
 def test_cleanup_removes_every_chain_of_kube_proxy(proxies: list[Node]) -> None:
