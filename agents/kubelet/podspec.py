@@ -21,7 +21,8 @@ log = logging.getLogger("kubelab.kubelet.podspec")
 
 Object = dict[str, Any]
 Lookup = Callable[[str, str, str], Object | None]
-"""(kind "configmaps" or "secrets", namespace, name) -> the object, or None if absent."""
+"""(kind, namespace, name) -> the object, or None if absent. The kinds: "configmaps",
+"secrets", "persistentvolumeclaims", and "persistentvolumes" (cluster-scoped: namespace "")."""
 
 CPU_PERIOD = 100_000
 MIN_SHARES = 2
