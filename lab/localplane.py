@@ -101,13 +101,13 @@ class LocalControlPlane:
         self.process: subprocess.Popen[bytes] | None = None
         """The apiserver."""
         self.controller_manager: subprocess.Popen[bytes] | None = None
-        # Another port than the apiserver's, which is not bound yet: the kernel may hand
-        # the same free port out twice.
         self.controller_manager_port = free_port()
-        while self.controller_manager_port == self.port:
-            self.controller_manager_port = free_port()
         """Where the controller-manager serves /healthz, /readyz and /metrics (HTTPS):
         a free port rather than 10257, so that several planes can run on one machine."""
+        # Another port than the apiserver's, which is not bound yet: the kernel may hand
+        # the same free port out twice.
+        while self.controller_manager_port == self.port:
+            self.controller_manager_port = free_port()
         self.scheduler: subprocess.Popen[bytes] | None = None
         self.scheduler_port = 0
         """The scheduler's /healthz, /readyz and /metrics port (HTTPS), once started."""
