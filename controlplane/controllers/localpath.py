@@ -37,7 +37,6 @@ makes it as the first pod starts, which saves a pod start on the way to a Bound 
 from __future__ import annotations
 
 import posixpath
-import threading
 from typing import Any
 
 from kubelab.api import claims as c
@@ -45,15 +44,13 @@ from kubelab.api.errors import StatusError
 from kubelab.client import (
     DeletedFinalStateUnknown,
     Object,
-    RestClient,
-    WorkQueue,
     object_key,
     resource_for,
 )
-from kubelab.client.record import NORMAL, WARNING, EventRecorder
+from kubelab.client.record import NORMAL, WARNING
 
-from .base import ControllerContext, SyncResult, Workers, controller_logger, run_workers
-from .persistentvolume import CLAIMS, CLASSES, RESYNC, VOLUMES, described, phase
+from .base import ControllerContext, SyncResult, controller_logger
+from .persistentvolume import CLAIMS, RESYNC, VOLUMES, ClaimsAndVolumes, described, phase
 
 NAME = "local-path-provisioner"
 PROVISIONER = "rancher.io/local-path"
@@ -85,19 +82,11 @@ def helper_name(volume_name: str) -> str:
     return f"helper-{volume_name}"
 
 
-class LocalPathProvisioner:
+class LocalPathProvisioner(ClaimsAndVolumes):
     """Makes and deletes node-directory volumes (module docstring)."""
 
     def __init__(self, ctx: ControllerContext) -> None:
-        self.name = NAME
-        self._tracer = ctx.tracer
-        self._client: RestClient = ctx.client_for(NAME)
-        self._events = EventRecorder(self._client, f"{PROVISIONER}_{NAME}")
-        self.claim_queue: WorkQueue[str] = WorkQueue()
-        self.volume_queue: WorkQueue[str] = WorkQueue()
-        self._claims = ctx.informers.informer(CLAIMS)
-        self._volumes = ctx.informers.informer(VOLUMES)
-        self._classes = ctx.informers.informer(CLASSES)
+        super().__init__(ctx, NAME, f"{PROVISIONER}_{NAME}", log)
         self._nodes = ctx.informers.informer(NODES)
         self._pods = ctx.informers.informer(PODS)
         self._claims.add_event_handler(
@@ -109,29 +98,6 @@ class LocalPathProvisioner:
         self._pods.add_event_handler(
             on_update=lambda _old, new: self._pod_changed(new), on_delete=self._pod_changed
         )
-
-    def run(self, workers: int, stop: threading.Event) -> None:
-        with self._events:
-            run_workers(
-                stop,
-                workers,
-                Workers(
-                    f"{NAME}-claims",
-                    self.claim_queue,
-                    self.sync_claim,
-                    log,
-                    tracer=self._tracer,
-                    objects=self._claims,
-                ),
-                Workers(
-                    f"{NAME}-volumes",
-                    self.volume_queue,
-                    self.sync_volume,
-                    log,
-                    tracer=self._tracer,
-                    objects=self._volumes,
-                ),
-            )
 
     def _claim_changed(self, claim: Object) -> None:
         if c.annotations_of(claim).get(c.STORAGE_PROVISIONER) == PROVISIONER:

@@ -41,6 +41,7 @@ syncs are traced as every controller's (`base.Workers`).
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 from typing import Any
 
@@ -84,19 +85,61 @@ def phase(obj: Object) -> str:
     return str((obj.get("status") or {}).get("phase") or "")
 
 
-class PersistentVolumeController:
-    """Binds claims and volumes and tracks their phases (module docstring)."""
+class ClaimsAndVolumes:
+    """What the persistent-volume controller and the local-path provisioner are both made
+    of: a client and an Event recorder of their own, the claim, volume and class caches,
+    and a work queue of claims and one of volumes, drained by `sync_claim` and
+    `sync_volume` (which each subclass defines)."""
 
-    def __init__(self, ctx: ControllerContext) -> None:
-        self.name = NAME
+    def __init__(
+        self, ctx: ControllerContext, name: str, event_source: str, logger: logging.Logger
+    ) -> None:
+        self.name = name
+        self._log = logger
         self._tracer = ctx.tracer
-        self._client: RestClient = ctx.client_for(NAME)
-        self._events = EventRecorder(self._client, "persistentvolume-controller")
+        self._client: RestClient = ctx.client_for(name)
+        self._events = EventRecorder(self._client, event_source)
         self.claim_queue: WorkQueue[str] = WorkQueue()
         self.volume_queue: WorkQueue[str] = WorkQueue()
         self._claims = ctx.informers.informer(CLAIMS)
         self._volumes = ctx.informers.informer(VOLUMES)
         self._classes = ctx.informers.informer(CLASSES)
+
+    def sync_claim(self, key: str) -> SyncResult:
+        raise NotImplementedError
+
+    def sync_volume(self, name: str) -> SyncResult:
+        raise NotImplementedError
+
+    def run(self, workers: int, stop: threading.Event) -> None:
+        with self._events:
+            run_workers(
+                stop,
+                workers,
+                Workers(
+                    f"{self.name}-claims",
+                    self.claim_queue,
+                    self.sync_claim,
+                    self._log,
+                    tracer=self._tracer,
+                    objects=self._claims,
+                ),
+                Workers(
+                    f"{self.name}-volumes",
+                    self.volume_queue,
+                    self.sync_volume,
+                    self._log,
+                    tracer=self._tracer,
+                    objects=self._volumes,
+                ),
+            )
+
+
+class PersistentVolumeController(ClaimsAndVolumes):
+    """Binds claims and volumes and tracks their phases (module docstring)."""
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx, NAME, "persistentvolume-controller", log)
         self._claims.add_event_handler(
             on_add=self._claim_changed,
             on_update=lambda _old, new: self._claim_changed(new),
@@ -108,29 +151,6 @@ class PersistentVolumeController:
             on_delete=self._volume_changed,
         )
         self._classes.add_event_handler(on_add=self._class_added)
-
-    def run(self, workers: int, stop: threading.Event) -> None:
-        with self._events:
-            run_workers(
-                stop,
-                workers,
-                Workers(
-                    f"{NAME}-claims",
-                    self.claim_queue,
-                    self.sync_claim,
-                    log,
-                    tracer=self._tracer,
-                    objects=self._claims,
-                ),
-                Workers(
-                    f"{NAME}-volumes",
-                    self.volume_queue,
-                    self.sync_volume,
-                    log,
-                    tracer=self._tracer,
-                    objects=self._volumes,
-                ),
-            )
 
     # -- handlers ------------------------------------------------------------------------
 
