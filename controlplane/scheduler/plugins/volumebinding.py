@@ -186,8 +186,12 @@ class VolumeBinding:
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         found: _PodVolumes | None = state.read(NAME)
-        if found is None:
-            return
+        if found is not None:
+            self._release(found)
+
+    def _release(self, found: _PodVolumes) -> None:
+        """Stop holding the volumes reserve chose: the binding failed, or the cache now
+        shows them reserved (pre-bind's wait is over)."""
         with self._lock:
             for _claim, volume in found.decisions:
                 if volume is not None:
@@ -221,10 +225,7 @@ class VolumeBinding:
             if time.monotonic() > deadline:
                 return error(f"binding volumes of {pod.key}: timed out waiting for the condition")
             time.sleep(BIND_POLL)
-        with self._lock:
-            for _claim, volume in found.decisions:
-                if volume is not None:
-                    self._held.pop(volume["metadata"]["name"], None)
+        self._release(found)
         return SUCCESS
 
     def _write(
