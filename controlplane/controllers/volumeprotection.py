@@ -22,6 +22,7 @@ import copy
 import threading
 
 from kubelab.api import claims as c
+from kubelab.api import podutil
 from kubelab.api.resources import Resource
 from kubelab.client import (
     NAMESPACE_INDEX,
@@ -108,7 +109,7 @@ class ClaimProtectionController:
         users = [
             object_key(pod)
             for pod in self._pods.indexer.by_index(NAMESPACE_INDEX, namespace)
-            if phase(pod) not in ("Succeeded", "Failed") and name in c.pod_claims(pod)
+            if not podutil.pod_terminal(pod) and name in c.pod_claims(pod)
         ]
         if users:
             claim_log.info("%s is still used by %s", described(claim), ", ".join(users))
