@@ -100,6 +100,10 @@ class VolumeManager:
     node_name: str
     lookup: podspec.Lookup
     _tokens: dict[tuple[str, str], _Token] = field(default_factory=dict)
+    _claimed_paths: dict[tuple[str, str], Path] = field(default_factory=dict)
+    """(pod uid, volume name) -> the directory its claim resolved to: a claim's volume is
+    resolved once, when the pod first mounts it, as Kubernetes mounts it once for the
+    pod's life, not with two reads of the apiserver at each sync."""
 
     def pod_dir(self, uid: str) -> Path:
         return self.root_dir / "pods" / uid
@@ -132,7 +136,12 @@ class VolumeManager:
         if "hostPath" in volume:
             return _host_path(volume["hostPath"], name)
         if "persistentVolumeClaim" in volume:
-            return self._claimed(ns, volume["persistentVolumeClaim"], name)
+            key = (pod["metadata"]["uid"], name)
+            claimed = self._claimed_paths.get(key)
+            if claimed is None:
+                claimed = self._claimed(ns, volume["persistentVolumeClaim"], name)
+                self._claimed_paths[key] = claimed
+            return claimed
         if "configMap" in volume:
             src = volume["configMap"]
             files = self._keys("configmaps", ns, src, name)
@@ -347,6 +356,8 @@ class VolumeManager:
         """Remove everything the pod's volumes left on disk (tmpfs unmounted first)."""
         for key in [k for k in self._tokens if k[0] == uid]:
             del self._tokens[key]
+        for key in [k for k in list(self._claimed_paths) if k[0] == uid]:
+            del self._claimed_paths[key]
         base = self.pod_dir(uid)
         empty = base / "volumes" / "kubernetes.io~empty-dir"
         if empty.is_dir():
