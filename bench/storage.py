@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from bench.pods import quantiles
 from kubelab.api.resources import Resource
 from kubelab.client import RestClient, load_config, resource_for
 
@@ -36,11 +37,6 @@ CLAIMS = resource_for("v1", "PersistentVolumeClaim")
 NAMESPACES = resource_for("v1", "Namespace")
 POLL = 0.05
 TIMEOUT = 180.0
-
-
-def quantiles(samples: list[float]) -> tuple[float, float]:
-    s = sorted(samples)
-    return s[len(s) // 2], s[min(len(s) - 1, int(len(s) * 0.99))]
 
 
 def pod_body(name: str, claim: str | None) -> dict[str, object]:
