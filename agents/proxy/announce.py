@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.proxy.rules import load_balancer_ips
+from kubelab.api.podutil import condition
 from kubelab.client import Object
 from kubelab.iptables import Runner, run_command
 
@@ -47,8 +48,7 @@ LABEL_SUFFIX = "lb"
 
 
 def _ready(node: Object) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return (condition(node, "Ready") or {}).get("status") == "True"
 
 
 def internal_ip(node: Object) -> str | None:
@@ -121,11 +121,7 @@ class Announcer:
 
     def held(self) -> dict[str, str]:
         """The addresses of ours on the node: address -> interface."""
-        return {
-            address: interface
-            for interface, address, label in self._addresses()
-            if label == f"{interface}:{LABEL_SUFFIX}"
-        }
+        return _ours(self._addresses())
 
     def sync(self, services: list[Object], nodes: list[Object]) -> None:
         own = next((n for n in nodes if n["metadata"]["name"] == self.node_name), None)
@@ -140,7 +136,8 @@ class Announcer:
         self._applied = (frozenset(want), now)
 
     def _apply(self, want: set[str], node_ip: str | None) -> None:
-        have = self.held()
+        addresses = self._addresses()
+        have = _ours(addresses)
         for ip in sorted(set(have) - want):
             self._ip("addr", "del", f"{ip}/32", "dev", have[ip])
             log.info(
@@ -150,7 +147,7 @@ class Announcer:
             )
         if not want - set(have):
             return
-        interface = next((i for i, address, _ in self._addresses() if address == node_ip), None)
+        interface = next((i for i, address, _ in addresses if address == node_ip), None)
         if interface is None:
             raise RuntimeError(
                 f"no interface of node {self.node_name} has its InternalIP {node_ip}"
@@ -168,3 +165,13 @@ class Announcer:
         """Release every address of ours (`kube-proxy --cleanup`, labadm reset)."""
         for ip, interface in self.held().items():
             self._ip("addr", "del", f"{ip}/32", "dev", interface)
+
+
+def _ours(addresses: list[tuple[str, str, str]]) -> dict[str, str]:
+    """Of the node's (interface, address, label), ours (labelled `<interface>:lb`):
+    address -> interface."""
+    return {
+        address: interface
+        for interface, address, label in addresses
+        if label == f"{interface}:{LABEL_SUFFIX}"
+    }
