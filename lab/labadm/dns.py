@@ -15,51 +15,44 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubelab.client import RestClient, resource_for
-from lab.labadm import tokens
-from lab.labadm.layout import CLUSTER_DNS, CONTROL_PLANE_LABEL, NODE_IMAGE_PYTHON, tracing_flags
+from kubelab.api.resources import Resource
+from kubelab.client import RestClient
+from lab.labadm import addon
+from lab.labadm.addon import CLUSTER_ROLES, SERVICE_ACCOUNTS, SERVICES
+from lab.labadm.layout import CLUSTER_DNS, NODE_IMAGE_PYTHON, tracing_flags
 from lab.labadm.workflow import say
 
 NAME = "kube-dns"
 NAMESPACE = "kube-system"
 LABELS = {"k8s-app": NAME}
-SERVICE_ACCOUNTS = resource_for("v1", "ServiceAccount")
-SERVICES = resource_for("v1", "Service")
-DEPLOYMENTS = resource_for("apps/v1", "Deployment")
-CLUSTER_ROLES = resource_for("rbac.authorization.k8s.io/v1", "ClusterRole")
-CLUSTER_ROLE_BINDINGS = resource_for("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
 ROLE = "system:kube-dns"
 
 
-def objects(image: str, tracing_endpoint: str = "") -> list[tuple[Any, dict[str, Any]]]:
+def objects(image: str, tracing_endpoint: str = "") -> list[tuple[Resource, dict[str, Any]]]:
     """The add-on's objects in the order they are created; the server sends spans to
     `tracing_endpoint` when one is given (`InitData.tracing_endpoint`)."""
     meta = {"name": NAME, "namespace": NAMESPACE, "labels": LABELS}
     pod = {
-        "metadata": {"labels": LABELS},
-        "spec": {
-            "serviceAccountName": NAME,
-            "priorityClassName": "system-cluster-critical",
-            "dnsPolicy": "Default",
-            "nodeSelector": {CONTROL_PLANE_LABEL: ""},
-            "tolerations": [{"key": CONTROL_PLANE_LABEL, "effect": "NoSchedule"}],
-            "containers": [
-                {
-                    "name": "dns",
-                    "image": image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": [
-                        *(NODE_IMAGE_PYTHON, "-m", "agents.dns", "--listen", "0.0.0.0:53"),
-                        *tracing_flags(tracing_endpoint),
-                    ],
-                    "ports": [
-                        {"name": "dns", "containerPort": 53, "protocol": "UDP"},
-                        {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
-                    ],
-                    "resources": {"requests": {"cpu": "50m", "memory": "40Mi"}},
-                }
-            ],
-        },
+        "serviceAccountName": NAME,
+        "priorityClassName": "system-cluster-critical",
+        "dnsPolicy": "Default",
+        **addon.on_control_plane(),
+        "containers": [
+            {
+                "name": "dns",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": [
+                    *(NODE_IMAGE_PYTHON, "-m", "agents.dns", "--listen", "0.0.0.0:53"),
+                    *tracing_flags(tracing_endpoint),
+                ],
+                "ports": [
+                    {"name": "dns", "containerPort": 53, "protocol": "UDP"},
+                    {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
+                ],
+                "resources": {"requests": {"cpu": "50m", "memory": "40Mi"}},
+            }
+        ],
     }
     return [
         (SERVICE_ACCOUNTS, {"metadata": {"name": NAME, "namespace": NAMESPACE}}),
@@ -77,25 +70,8 @@ def objects(image: str, tracing_endpoint: str = "") -> list[tuple[Any, dict[str,
                 ],
             },
         ),
-        (
-            CLUSTER_ROLE_BINDINGS,
-            {
-                "metadata": {"name": ROLE},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": ROLE,
-                },
-                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
-            },
-        ),
-        (
-            DEPLOYMENTS,
-            {
-                "metadata": meta,
-                "spec": {"replicas": 1, "selector": {"matchLabels": LABELS}, "template": pod},
-            },
-        ),
+        addon.role_binding(ROLE, NAME, NAMESPACE),
+        addon.deployment(meta, pod),
         (
             SERVICES,
             {
@@ -116,9 +92,5 @@ def objects(image: str, tracing_endpoint: str = "") -> list[tuple[Any, dict[str,
 def deploy(client: RestClient | None, image: str, tracing_endpoint: str = "") -> None:
     """Create the add-on's objects, leaving those that exist (a re-run of the phase);
     a None client is a dry run."""
-    for resource, body in objects(image, tracing_endpoint):
-        name = body["metadata"]["name"]
-        say("addons", f'Creating {resource.kind} "{name}" of the cluster DNS add-on')
-        if client is not None:
-            tokens.create_or_keep(client, resource, body)
+    addon.create(client, objects(image, tracing_endpoint), "cluster DNS")
     say("addons", f"Applied essential addon: cluster DNS at {CLUSTER_DNS}")

@@ -17,10 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from agents.ingress.controller import CLASS_NAME, CONTROLLER_NAME
+from kubelab.api.resources import Resource
 from kubelab.client import RestClient, resource_for
 from lab.images import NGINX_IMAGE
-from lab.labadm import tokens
-from lab.labadm.layout import CONTROL_PLANE_LABEL, NODE_IMAGE_PYTHON, tracing_flags
+from lab.labadm import addon
+from lab.labadm.addon import CLUSTER_ROLES, NAMESPACES, SERVICE_ACCOUNTS, SERVICES
+from lab.labadm.layout import NODE_IMAGE_PYTHON, tracing_flags
 from lab.labadm.workflow import say
 
 NAMESPACE = "ingress-nginx"
@@ -31,13 +33,7 @@ LABELS = {"app.kubernetes.io/name": "ingress-nginx", "app.kubernetes.io/componen
 CONF_DIR = "/etc/nginx/ingress"
 DEFAULT_CLASS = "ingressclass.kubernetes.io/is-default-class"
 
-NAMESPACES = resource_for("v1", "Namespace")
-SERVICE_ACCOUNTS = resource_for("v1", "ServiceAccount")
-SERVICES = resource_for("v1", "Service")
-DEPLOYMENTS = resource_for("apps/v1", "Deployment")
 INGRESS_CLASSES = resource_for("networking.k8s.io/v1", "IngressClass")
-CLUSTER_ROLES = resource_for("rbac.authorization.k8s.io/v1", "ClusterRole")
-CLUSTER_ROLE_BINDINGS = resource_for("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
 
 # The nginx container: nginx in the foreground of a shell that waits for the first
 # nginx.conf, then reloads nginx at each line the controller writes to the FIFO.
@@ -68,59 +64,47 @@ def _rules() -> list[dict[str, Any]]:
     ]
 
 
-def objects(image: str, tracing_endpoint: str = "") -> list[tuple[Any, dict[str, Any]]]:
+def objects(image: str, tracing_endpoint: str = "") -> list[tuple[Resource, dict[str, Any]]]:
     """The add-on's objects in the order they are created (`image`: the node image)."""
     meta = {"name": NAME, "namespace": NAMESPACE, "labels": LABELS}
     volume = [{"name": "conf", "mountPath": CONF_DIR}]
     pod = {
-        "metadata": {"labels": LABELS},
-        "spec": {
-            "serviceAccountName": ACCOUNT,
-            "nodeSelector": {CONTROL_PLANE_LABEL: ""},
-            "tolerations": [{"key": CONTROL_PLANE_LABEL, "effect": "NoSchedule"}],
-            "terminationGracePeriodSeconds": 5,
-            "volumes": [{"name": "conf", "emptyDir": {}}],
-            "containers": [
-                {
-                    "name": "controller",
-                    "image": image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": [
-                        *(NODE_IMAGE_PYTHON, "-m", "agents.ingress", f"--conf-dir={CONF_DIR}"),
-                        f"--publish-service={NAMESPACE}/{NAME}",
-                        *tracing_flags(tracing_endpoint),
-                    ],
-                    "volumeMounts": volume,
-                    "resources": {"requests": {"cpu": "50m", "memory": "60Mi"}},
-                },
-                {
-                    "name": "nginx",
-                    "image": NGINX_IMAGE,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["sh", "-c", NGINX_SCRIPT],
-                    "ports": [
-                        {"name": "http", "containerPort": 80, "protocol": "TCP"},
-                        {"name": "https", "containerPort": 443, "protocol": "TCP"},
-                    ],
-                    "volumeMounts": volume,
-                    "resources": {"requests": {"cpu": "50m", "memory": "20Mi"}},
-                },
-            ],
-        },
+        "serviceAccountName": ACCOUNT,
+        **addon.on_control_plane(),
+        "terminationGracePeriodSeconds": 5,
+        "volumes": [{"name": "conf", "emptyDir": {}}],
+        "containers": [
+            {
+                "name": "controller",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": [
+                    *(NODE_IMAGE_PYTHON, "-m", "agents.ingress", f"--conf-dir={CONF_DIR}"),
+                    f"--publish-service={NAMESPACE}/{NAME}",
+                    *tracing_flags(tracing_endpoint),
+                ],
+                "volumeMounts": volume,
+                "resources": {"requests": {"cpu": "50m", "memory": "60Mi"}},
+            },
+            {
+                "name": "nginx",
+                "image": NGINX_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", NGINX_SCRIPT],
+                "ports": [
+                    {"name": "http", "containerPort": 80, "protocol": "TCP"},
+                    {"name": "https", "containerPort": 443, "protocol": "TCP"},
+                ],
+                "volumeMounts": volume,
+                "resources": {"requests": {"cpu": "50m", "memory": "20Mi"}},
+            },
+        ],
     }
-    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE}
     return [
         (NAMESPACES, {"metadata": {"name": NAMESPACE}}),
         (SERVICE_ACCOUNTS, {"metadata": {"name": ACCOUNT, "namespace": NAMESPACE}}),
         (CLUSTER_ROLES, {"metadata": {"name": ROLE}, "rules": _rules()}),
-        (
-            CLUSTER_ROLE_BINDINGS,
-            {
-                "metadata": {"name": ROLE},
-                "roleRef": role_ref,
-                "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": NAMESPACE}],
-            },
-        ),
+        addon.role_binding(ROLE, ACCOUNT, NAMESPACE),
         (
             INGRESS_CLASSES,
             {
@@ -128,13 +112,7 @@ def objects(image: str, tracing_endpoint: str = "") -> list[tuple[Any, dict[str,
                 "spec": {"controller": CONTROLLER_NAME},
             },
         ),
-        (
-            DEPLOYMENTS,
-            {
-                "metadata": meta,
-                "spec": {"replicas": 1, "selector": {"matchLabels": LABELS}, "template": pod},
-            },
-        ),
+        addon.deployment(meta, pod),
         (
             SERVICES,
             {
@@ -155,9 +133,5 @@ def objects(image: str, tracing_endpoint: str = "") -> list[tuple[Any, dict[str,
 def deploy(client: RestClient | None, image: str, tracing_endpoint: str = "") -> None:
     """Create the add-on's objects, leaving those that exist (a re-run of the phase);
     a None client is a dry run."""
-    for resource, body in objects(image, tracing_endpoint):
-        name = body["metadata"]["name"]
-        say("addons", f'Creating {resource.kind} "{name}" of the ingress add-on')
-        if client is not None:
-            tokens.create_or_keep(client, resource, body)
+    addon.create(client, objects(image, tracing_endpoint), "ingress")
     say("addons", f"Applied addon: ingress-nginx, IngressClass {CLASS_NAME} (default)")
