@@ -674,7 +674,7 @@ def addons(
     start_network: Callable[[Any], None], start_proxy: Callable[[Any], None], *more: Phase[Any]
 ) -> Phase[Any]:
     """The node agents, as init and join both install them, and the cluster's own
-    add-ons (`more`: init's cluster DNS and default StorageClass)."""
+    add-ons (`more`: init's cluster DNS, default StorageClass and ingress-nginx)."""
     return Phase(
         "addons",
         "The node agents and the cluster's add-ons",
