@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubelab.api import endpointslices
 from kubelab.client import Object
-
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 SAFE_PATH = re.compile(r"/[A-Za-z0-9\-._~/]*")
 """The paths served, as ingress-nginx's strict path validation allows them: a path is
@@ -88,12 +87,10 @@ class _Cluster:
         self, services: Iterable[Object], slices: Iterable[Object], secrets: Iterable[Object]
     ) -> None:
         self.services = {_key(s): s for s in services}
-        self.slices: dict[str, list[Object]] = {}
-        for slice_ in slices:
-            service = (slice_["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
-            if service:
-                key = f"{slice_['metadata'].get('namespace', '')}/{service}"
-                self.slices.setdefault(key, []).append(slice_)
+        self.slices = {
+            f"{namespace}/{name}": of_service
+            for (namespace, name), of_service in endpointslices.by_service(slices).items()
+        }
         self.secrets = {_key(s): s for s in secrets}
 
 
@@ -158,28 +155,10 @@ def _service_port(service: Object, ref: dict[str, Any]) -> dict[str, Any] | None
     return None
 
 
-def _ready_endpoints(slices: list[Object], port: dict[str, Any]) -> list[str]:
-    """The "address:port" of every ready endpoint of the Service port `port`: an
-    EndpointSlice names its ports by the Service port's name, with the target port's
-    number."""
-    servers: set[str] = set()
-    for slice_ in slices:
-        if slice_.get("addressType", "IPv4") != "IPv4":
-            continue
-        numbers = [
-            p.get("port")
-            for p in slice_.get("ports") or []
-            if (p.get("name") or "") == (port.get("name") or "")
-            and p.get("protocol", "TCP") == "TCP"
-        ]
-        if not numbers or numbers[0] is None:
-            continue
-        for endpoint in slice_.get("endpoints") or []:
-            if (endpoint.get("conditions") or {}).get("ready") is False:
-                continue
-            for address in endpoint.get("addresses") or []:
-                servers.add(f"{address}:{numbers[0]}")
-    return sorted(servers)
+def _ready_endpoints(slices: Iterable[Mapping[str, Any]], port: dict[str, Any]) -> list[str]:
+    """The "address:port" of every ready endpoint of the Service port `port`."""
+    ready = endpointslices.ready_endpoints(slices, port.get("name") or "", "TCP")
+    return sorted(f"{address}:{number}" for address, number in ready)
 
 
 def _upstream_name(namespace: str, service: str, port: dict[str, Any]) -> str:

@@ -44,6 +44,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kubelab.api import endpointslices
 from kubelab.client import Object
 from kubelab.iptables import Jump, Tables
 
@@ -149,11 +150,6 @@ class ServicePort:
         return chain_name(SEP_PREFIX, self.id, self.protocol, str(endpoint))
 
 
-def _ready(endpoint: Object) -> bool:
-    # A missing `ready` means ready (the field's documented default).
-    return endpoint.get("conditions", {}).get("ready") is not False
-
-
 def load_balancer_ips(service: Object) -> list[str]:
     """The IPv4 ingress addresses of a LoadBalancer Service that kube-proxy answers for:
     those whose `ipMode` is VIP (the default); `Proxy` ones are a load balancer's own to
@@ -172,12 +168,7 @@ def service_ports(services: Iterable[Object], slices: Iterable[Object]) -> list[
     """Every proxied service port with its ready endpoints, from the two caches.
 
     Headless Services (clusterIP None) and ExternalName ones have nothing to proxy."""
-    by_service: dict[tuple[str, str], list[Object]] = {}
-    for eps in slices:
-        meta = eps.get("metadata", {})
-        owner = meta.get("labels", {}).get("kubernetes.io/service-name")
-        if owner and eps.get("addressType", "IPv4") == "IPv4":
-            by_service.setdefault((meta.get("namespace", ""), owner), []).append(eps)
+    by_service = endpointslices.by_service(slices)
     out: list[ServicePort] = []
     for svc in services:
         meta, spec = svc["metadata"], svc.get("spec", {})
@@ -202,22 +193,8 @@ def service_ports(services: Iterable[Object], slices: Iterable[Object]) -> list[
                 affinity_seconds=affinity,
                 load_balancer_ips=lb_ips,
             )
-            seen: set[Endpoint] = set()
-            for eps in slices_of:
-                numbers = [
-                    p["port"]
-                    for p in eps.get("ports") or []
-                    if p.get("name", "") == sp.port_name
-                    and p.get("protocol", "TCP") == sp.protocol
-                    and p.get("port") is not None
-                ]
-                for number in numbers:
-                    for endpoint in eps.get("endpoints") or []:
-                        if not _ready(endpoint):
-                            continue
-                        for ip in endpoint.get("addresses", []):
-                            seen.add(Endpoint(ip, int(number)))
-            sp.endpoints = sorted(seen, key=lambda e: (e.ip, e.port))
+            ready = endpointslices.ready_endpoints(slices_of, sp.port_name, sp.protocol)
+            sp.endpoints = [Endpoint(ip, number) for ip, number in sorted(ready)]
             out.append(sp)
     return sorted(out, key=lambda p: p.id)
 
