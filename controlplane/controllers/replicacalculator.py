@@ -324,12 +324,12 @@ def _with_behavior(
         able = UP_STABILIZED if stabilized < desired else DOWN_STABILIZED
     replicas, words = stabilized, WITHIN_RANGE
     if stabilized > current:
-        ceiling = max(current, _scale_up_limit(current, history, up, now))
+        ceiling = max(current, _scale_limit(current, history, up, now, growing=True))
         allowed, limit = (ceiling, UP_LIMIT) if high > ceiling else (high, TOO_MANY)
         if stabilized > allowed:
             replicas, words = allowed, limit
     elif stabilized < current:
-        floor = min(current, _scale_down_limit(current, history, down, now))
+        floor = min(current, _scale_limit(current, history, down, now, growing=False))
         allowed, limit = (floor, DOWN_LIMIT) if low < floor else (low, TOO_FEW)
         if stabilized < allowed:
             replicas, words = allowed, limit
@@ -340,9 +340,10 @@ def _changed_within(events: list[tuple[float, int]], period: float, now: float) 
     return sum(change for t, change in events if now - t <= period)
 
 
-def _scale_up_limit(current: int, history: History, rules: Object, now: float) -> int:
-    """The most replicas the scaleUp policies allow now (Kubernetes'
-    calculateScaleUpLimitWithScalingRules): each policy counts from the replicas at the
+def _scale_limit(current: int, history: History, rules: Object, now: float, growing: bool) -> int:
+    """The most replicas the scaleUp policies allow now (`growing`), or the fewest the scaleDown
+    policies allow (Kubernetes' calculateScaleUpLimitWithScalingRules and
+    calculateScaleDownLimitWithBehaviors): each policy counts from the replicas at the
     start of its period; selectPolicy Max takes the most permissive, Min the least."""
     select = rules.get("selectPolicy") or "Max"
     if select == "Disabled":
@@ -357,33 +358,13 @@ def _scale_up_limit(current: int, history: History, rules: Object, now: float) -
         )
         value = int(policy.get("value") or 0)
         if policy.get("type") == "Pods":
-            proposals.append(start + value)
-        else:
+            proposals.append(start + value if growing else start - value)
+        elif growing:
             proposals.append(math.ceil(start * (1 + value / 100)))
-    if not proposals:
-        return current
-    return max(proposals) if select == "Max" else min(proposals)
-
-
-def _scale_down_limit(current: int, history: History, rules: Object, now: float) -> int:
-    """The fewest replicas the scaleDown policies allow now (Kubernetes'
-    calculateScaleDownLimitWithBehaviors); Max selects the policy that removes most."""
-    select = rules.get("selectPolicy") or "Max"
-    if select == "Disabled":
-        return current
-    proposals = []
-    for policy in rules.get("policies") or []:
-        period = float(policy.get("periodSeconds") or 0)
-        start = (
-            current
-            + _changed_within(history.scale_downs, period, now)
-            - _changed_within(history.scale_ups, period, now)
-        )
-        value = int(policy.get("value") or 0)
-        if policy.get("type") == "Pods":
-            proposals.append(start - value)
         else:
             proposals.append(int(start * (1 - value / 100)))
     if not proposals:
         return current
-    return min(proposals) if select == "Max" else max(proposals)
+    most_permissive = max(proposals) if growing else min(proposals)
+    least_permissive = min(proposals) if growing else max(proposals)
+    return most_permissive if select == "Max" else least_permissive
