@@ -59,6 +59,7 @@ from kubelab.client import (
     rfc3339,
 )
 from kubelab.client.record import NORMAL, WARNING, EventRecorder
+from kubelab.flags import duration
 
 from . import replicacalculator as calc
 from .base import ControllerContext, SyncResult, Workers, add_index, controller_logger
@@ -114,7 +115,9 @@ class MetricsAPI:
             figures[item["metadata"]["name"]] = calc.PodFigures(
                 milli=int(total * 1000),
                 timestamp=_time(item.get("timestamp")),
-                window=datetime.timedelta(seconds=_seconds(item.get("window"))),
+                window=datetime.timedelta(
+                    seconds=duration(item["window"]) if item.get("window") else 0
+                ),
             )
         if not figures:
             raise calc.MetricError(
@@ -126,16 +129,6 @@ class MetricsAPI:
 
 def _time(text: Any) -> datetime.datetime:
     return parse_time(str(text)) if text else datetime.datetime.now(datetime.UTC)
-
-
-def _seconds(window: Any) -> float:
-    """A metrics window ("10s", "1m0s") in seconds; 0 when absent."""
-    text, total = str(window or ""), 0.0
-    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
-        head, found, text = text.partition(unit) if unit in text else ("", "", text)
-        if found:
-            total += float(head or 0) * size
-    return total
 
 
 def _milli_quantity(milli: int) -> str:
@@ -258,7 +251,7 @@ class HorizontalPodAutoscalerController:
         ref = spec.get("scaleTargetRef") or {}
         try:
             target = resource_for(ref.get("apiVersion", ""), ref.get("kind", ""))
-            scale = self._client.request("GET", _scale_path(target, namespace, ref["name"]))
+            scale = self._client.request("GET", target.path(namespace, ref["name"]) + "/scale")
         except (StatusError, KeyError, ValueError) as exc:
             message = f"the HPA controller was unable to get the target's current scale: {exc}"
             _set_condition(conditions, "AbleToScale", "False", "FailedGetScale", message, stamp)
@@ -451,7 +444,7 @@ class HorizontalPodAutoscalerController:
         scale = copy.deepcopy(scale)
         scale["spec"]["replicas"] = desired
         try:
-            self._client.request("PUT", _scale_path(target, namespace, ref["name"]), body=scale)
+            self._client.request("PUT", target.path(namespace, ref["name"]) + "/scale", body=scale)
         except StatusError as exc:
             message = f"the HPA controller was unable to update the target scale: {exc}"
             _set_condition(conditions, "AbleToScale", "False", "FailedUpdateScale", message, stamp)
@@ -496,8 +489,3 @@ class HorizontalPodAutoscalerController:
                 hpa["metadata"].get("uid"),
                 status,
             )
-
-
-def _scale_path(target: Resource, namespace: str, name: str) -> str:
-    prefix = f"/apis/{target.group}/{target.version}" if target.group else "/api/v1"
-    return f"{prefix}/namespaces/{namespace}/{target.plural}/{name}/scale"
