@@ -41,6 +41,7 @@ from gevent.pywsgi import WSGIHandler, WSGIServer  # noqa: E402
 from OpenSSL import SSL  # noqa: E402
 
 from kubelab import gcpause, tracing  # noqa: E402
+from kubelab.flags import duration  # noqa: E402
 from kubelab.process import configure_logging  # noqa: E402
 
 from .admission import Chain  # noqa: E402
@@ -190,7 +191,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kubelet-certificate-authority", type=Path)
     p.add_argument(
         "--metric-resolution",
-        type=_seconds,
+        type=_resolution,
         default=PERIOD,
         help="how often the kubelets' figures for metrics.k8s.io are scraped (e.g. 15s)",
     )
@@ -244,12 +245,9 @@ def config_from(args: argparse.Namespace) -> Config:
     )
 
 
-def _seconds(text: str) -> float:
-    """A duration in seconds, as "15s" or "15" (metrics-server's --metric-resolution)."""
-    try:
-        value = float(text.removesuffix("s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 15s") from None
+def _resolution(text: str) -> float:
+    """--metric-resolution: a positive Go duration ("15s", "1m"), in seconds."""
+    value = duration(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: the duration must be positive")
     return value
