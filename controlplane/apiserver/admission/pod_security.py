@@ -39,6 +39,7 @@ from typing import Any
 
 from kubelab.api import errors
 from kubelab.api.errors import FieldError
+from kubelab.api.selectors import lookup_path
 
 from .. import audit, warning
 from ..registry import Attributes
@@ -93,14 +94,6 @@ def policy(labels: dict[str, str]) -> tuple[dict[str, pss.LevelVersion], list[Fi
             version = pss.LATEST
         found[mode] = pss.LevelVersion(level, version)
     return found, problems
-
-
-def _template(obj: Object, path: tuple[str, ...]) -> Object | None:
-    for key in path:
-        obj = obj.get(key) if isinstance(obj, dict) else None  # type: ignore[assignment]
-        if obj is None:
-            return None
-    return obj
 
 
 def _without_images(pod: Object) -> Object:
@@ -162,10 +155,10 @@ class PodSecurity(ValidationInterface):
         self._warn(modes["warn"], meta, spec)
 
     def _workload(self, attrs: Attributes, path: tuple[str, ...]) -> None:
-        template = _template(attrs.object or {}, path)
+        template = lookup_path(attrs.object, *path)
         if template is None:
             return
-        if attrs.operation == "UPDATE" and template == _template(attrs.old or {}, path):
+        if attrs.operation == "UPDATE" and template == lookup_path(attrs.old, *path):
             return
         modes = self._policy_of(attrs.namespace)
         if modes is None:
