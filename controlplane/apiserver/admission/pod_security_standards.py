@@ -102,7 +102,7 @@ def _setters(pod: bool, containers: list[str]) -> list[str]:
     """ "pod", 'containers "a", "b"': who set a forbidden value."""
     who = ["pod"] if pod else []
     if containers:
-        who.append(f"{_plural('container', 'containers', len(containers))} {_quote(containers)}")
+        who.append(_named(containers))
     return who
 
 
