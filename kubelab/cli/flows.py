@@ -220,14 +220,10 @@ class Row:
     """Containers the kubelets started and stopped."""
 
 
-def _time(text: str) -> datetime:
-    return datetime.fromisoformat(text)
-
-
 def _covered(spans: Sequence[Span]) -> float:
     """Seconds covered by the union of the spans' intervals."""
     total, reach = 0.0, None
-    for begin, end in sorted((_time(s["start"]), _time(s["end"])) for s in spans):
+    for begin, end in sorted((trace.moment(s["start"]), trace.moment(s["end"])) for s in spans):
         if reach is None or begin > reach:
             total += (end - begin).total_seconds()
             reach = end
@@ -244,7 +240,7 @@ def _unique(values: Iterator[str]) -> tuple[str, ...]:
 def hops(spans: Sequence[Span]) -> tuple[Hop, ...]:
     """The components in the order they first acted (module docstring)."""
     ordered = sorted(spans, key=lambda s: (s["start"], s["span_id"]))
-    first = _time(ordered[0]["start"])
+    first = trace.moment(ordered[0]["start"])
     by_component: dict[str, list[Span]] = {}
     for span in ordered:
         by_component.setdefault(span["component"], []).append(span)
@@ -252,7 +248,7 @@ def hops(spans: Sequence[Span]) -> tuple[Hop, ...]:
         Hop(
             component=component,
             nodes=_unique(s["node"] for s in mine),
-            start=(_time(mine[0]["start"]) - first).total_seconds(),
+            start=(trace.moment(mine[0]["start"]) - first).total_seconds(),
             busy=_covered(mine),
             names=_unique(s["name"] for s in mine),
         )
@@ -299,7 +295,9 @@ def summarize(spans: Sequence[Span]) -> Row:
         watched=any(s["component"] == "controller-manager" for s in spans),
         source=data_source(spans),
         hops=hops(ordered),
-        total=(max(_time(s["end"]) for s in spans) - _time(ordered[0]["start"])).total_seconds(),
+        total=(
+            max(trace.moment(s["end"]) for s in spans) - trace.moment(ordered[0]["start"])
+        ).total_seconds(),
         started=sum(s["name"] == STARTED_SPAN for s in spans),
         stopped=sum(s["name"] == STOPPED_SPAN for s in spans),
     )
@@ -310,10 +308,6 @@ def summarize(spans: Sequence[Span]) -> Row:
 
 def _mark(yes: bool) -> str:
     return "✅ yes" if yes else "❌ no"
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
 
 
 def scheduler_cell(row: Row, seeds: Seeds) -> str:
@@ -367,7 +361,7 @@ def table(measured: Sequence[tuple[Operation, Row]]) -> Table:
             controller_cell(row, op.seeds),
             source_cell(row, op.seeds),
             kubelet_cell(row),
-            _ms(row.total),
+            trace.millis(row.total),
         )
     return t
 
@@ -382,7 +376,14 @@ def hop_table(op: Operation, command: str, row: Row) -> Table:
     for hop in row.hops:
         names = ", ".join(hop.names[:4]) + (", ..." if len(hop.names) > 4 else "")
         step = trace.STEPS.get(hop.component, "")
-        t.add_row(step, hop.component, ", ".join(hop.nodes), _ms(hop.start), _ms(hop.busy), names)
+        t.add_row(
+            step,
+            hop.component,
+            ", ".join(hop.nodes),
+            trace.millis(hop.start),
+            trace.millis(hop.busy),
+            names,
+        )
     return t
 
 
@@ -597,7 +598,7 @@ class Flows:
             if s["component"] == "apiserver"
             and s["parent_span_id"] is None
             and str(s["attributes"].get(trace.USER_AGENT, "")).startswith(KUBECTL_AGENT)
-            and result.began <= _time(s["start"]) <= result.ended
+            and result.began <= trace.moment(s["start"]) <= result.ended
         ]
 
     def gather(self, since: datetime) -> None:
@@ -611,7 +612,9 @@ class Flows:
                 roots = self.requests_of(result, ours)
                 spans = trace.traces_of(self.fetch, roots) if roots else []
                 result.spans = [
-                    s for s in spans if result.until is None or _time(s["start"]) < result.until
+                    s
+                    for s in spans
+                    if result.until is None or trace.moment(s["start"]) < result.until
                 ]
             missing = [r.command for r in self.results if not r.spans]
             count = sum(len(r.spans) for r in self.results)

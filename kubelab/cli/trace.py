@@ -208,11 +208,13 @@ def _uid(span: Span) -> str:
     return str((span["object"] or {}).get("uid") or "")
 
 
-def _time(text: str) -> datetime:
+def moment(text: str) -> datetime:
+    """A span's `start` or `end` (RFC 3339) as a datetime (`labctl flows` reads them too)."""
     return datetime.fromisoformat(text)
 
 
-def _millis(seconds: float) -> str:
+def millis(seconds: float) -> str:
+    """Seconds as the milliseconds `labctl trace` and `labctl flows` print."""
     return f"{seconds * 1000:.1f} ms"
 
 
@@ -267,8 +269,8 @@ def _groups(spans: Sequence[Span]) -> list[tuple[int, str, list[Span]]]:
 
 def render(spans: Sequence[Span], console: Console) -> None:
     """The waterfall (module docstring)."""
-    start = min(_time(s["start"]) for s in spans)
-    finish = max(_time(s["end"]) for s in spans)
+    start = min(moment(s["start"]) for s in spans)
+    finish = max(moment(s["end"]) for s in spans)
     total = max((finish - start).total_seconds(), 1e-6)
     table = Table(box=None, pad_edge=False, show_edge=False)
     for column in ("step", "component", "node", "span", "start", "duration", "waterfall"):
@@ -277,9 +279,9 @@ def render(spans: Sequence[Span], console: Console) -> None:
     for depth, heading, members in _groups(spans):
         table.add_row("", "", "", Text("  " * depth + heading, style="bold"), "", "", "")
         for span in members:
-            offset = (_time(span["start"]) - start).total_seconds()
-            duration = (_time(span["end"]) - _time(span["start"])).total_seconds()
-            cells = (_millis(offset), _millis(duration), _bar(offset, duration, total))
+            offset = (moment(span["start"]) - start).total_seconds()
+            duration = (moment(span["end"]) - moment(span["start"])).total_seconds()
+            cells = (millis(offset), millis(duration), _bar(offset, duration, total))
             agent = str(span["attributes"].get(USER_AGENT, ""))
             if span["component"] == "apiserver" and agent.startswith("kubectl"):
                 table.add_row("1", "kubectl", "", "  " * (depth + 1) + agent, *cells)
@@ -354,8 +356,8 @@ def follow(
 def follow_line(span: Span, start: datetime) -> str:
     """One span of `--follow` as a line: the seeds' step, component, node, span, its
     object, its start from the first span shown, its duration."""
-    offset = (_time(span["start"]) - start).total_seconds()
-    duration = (_time(span["end"]) - _time(span["start"])).total_seconds()
+    offset = (moment(span["start"]) - start).total_seconds()
+    duration = (moment(span["end"]) - moment(span["start"])).total_seconds()
     o = span["object"]
     about = f"{o['kind']} {o['namespace'] + '/' if o['namespace'] else ''}{o['name']}" if o else ""
     agent = str(span["attributes"].get(USER_AGENT, ""))
@@ -364,7 +366,7 @@ def follow_line(span: Span, start: datetime) -> str:
         step = "1"
     return (
         f"{step:>4}  {span['component']:<18} {span['node']:<12} {span['name']:<34} "
-        f"{about:<40} {_millis(offset):>11} {_millis(duration):>10}"
+        f"{about:<40} {millis(offset):>11} {millis(duration):>10}"
     )
 
 
@@ -462,7 +464,7 @@ def _follow(page: Page, kind: str, namespace: str, name: str, *, json_lines: boo
                 print(json.dumps(span), flush=True)
                 continue
             if start is None:
-                start = _time(span["start"])
+                start = moment(span["start"])
                 print(
                     f"{'step':>4}  {'component':<18} {'node':<12} {'span':<34} {'object':<40} "
                     f"{'start':>11} {'duration':>10}"

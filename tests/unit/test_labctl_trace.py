@@ -255,7 +255,7 @@ def test_follow_streams_an_objects_spans_as_they_arrive_in_any_order(collector: 
     shown = next(stream)
     assert len(shown) == len(made) and next(stream) == []
     assert [s["start"] for s in shown] == sorted(s["start"] for s in shown)
-    line = labctl_trace.follow_line(shown[0], labctl_trace._time(shown[0]["start"]))
+    line = labctl_trace.follow_line(shown[0], labctl_trace.moment(shown[0]["start"]))
     assert line.split()[:3] == ["1", "apiserver", "control-plane1"]
     # The other Deployment's spans, already there, are not the object's.
     assert {s["trace_id"] for s in shown}.isdisjoint(
