@@ -16,12 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 import yaml
 
-from controlplane.collector import server as collector_server
-from controlplane.collector.storage import TraceStore
-from tests.unit.test_labctl_trace import Lab
+from tests.unit.test_labctl_trace import Lab, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent))
@@ -34,21 +31,11 @@ def deployment(namespace: str) -> dict[str, Any]:
 
 @pytest.fixture
 def collector(tmp_path: Path) -> Iterator[str]:
-    store = TraceStore(tmp_path / "traces", max_traces=100, max_bytes=10**7)
-    server = collector_server.serve(store, "127.0.0.1", 0)
     lab = Lab()
     for namespace in ("flows", "default"):
         lab.write(deployment(namespace), agent="kubectl/v1.37.0 (linux/amd64)")
-    answer = requests.post(
-        f"{server.url}/v1/traces",
-        data=lab.spans().SerializeToString(),
-        headers={"Content-Type": "application/x-protobuf"},
-        timeout=10,
-    )
-    assert answer.status_code == 200
-    yield server.url
-    server.shutdown()
-    store.close()
+    with serving(tmp_path / "traces", lab) as url:
+        yield url
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ that does not answer."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from collections.abc import Iterator
@@ -112,23 +113,33 @@ def create_deployment_flow(lab: Lab, name: str, uid: str) -> None:
         pass
 
 
+@contextlib.contextmanager
+def serving(directory: Path, lab: Lab) -> Iterator[str]:
+    """A real collector in a thread, keeping its spans in `directory`, that has received
+    the lab's spans; its URL."""
+    store = TraceStore(directory, max_traces=100, max_bytes=10**7)
+    server = collector_server.serve(store, "127.0.0.1", 0)
+    try:
+        answer = requests.post(
+            f"{server.url}/v1/traces",
+            data=lab.spans().SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+            timeout=10,
+        )
+        assert answer.status_code == 200
+        yield server.url
+    finally:
+        server.shutdown()
+        store.close()
+
+
 @pytest.fixture
 def collector(tmp_path: Path) -> Iterator[str]:
-    store = TraceStore(tmp_path, max_traces=100, max_bytes=10**7)
-    server = collector_server.serve(store, "127.0.0.1", 0)
     lab = Lab()
     create_deployment_flow(lab, "web", "uid-web")
     create_deployment_flow(lab, "other", "uid-other")
-    answer = requests.post(
-        f"{server.url}/v1/traces",
-        data=lab.spans().SerializeToString(),
-        headers={"Content-Type": "application/x-protobuf"},
-        timeout=10,
-    )
-    assert answer.status_code == 200
-    yield server.url
-    server.shutdown()
-    store.close()
+    with serving(tmp_path, lab) as url:
+        yield url
 
 
 def test_json_is_the_objects_whole_path_in_the_public_shape(
@@ -301,22 +312,10 @@ def test_a_deleted_pods_trace_shows_the_replacement_its_owner_made(tmp_path: Pat
         lab.write(replacement)
     with lab.react("kubelet", "Kubelet.syncPod", replacement):
         pass
-    store = TraceStore(tmp_path, max_traces=100, max_bytes=10**7)
-    server = collector_server.serve(store, "127.0.0.1", 0)
-    try:
-        answer = requests.post(
-            f"{server.url}/v1/traces",
-            data=lab.spans().SerializeToString(),
-            headers={"Content-Type": "application/x-protobuf"},
-            timeout=10,
-        )
-        assert answer.status_code == 200
+    with serving(tmp_path, lab) as url:
         spans = labctl_trace.gather(
-            labctl_trace.collector_fetch(server.url), "Pod", "default", "web-7d4-x2"
+            labctl_trace.collector_fetch(url), "Pod", "default", "web-7d4-x2"
         )
-    finally:
-        server.shutdown()
-        store.close()
     named = {(s["name"], (s["object"] or {}).get("name")) for s in spans}
     assert ("Controller.reconcile", "web-7d4") in named
     assert ("POST pods", "web-7d4-z9") in named
