@@ -120,23 +120,28 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield Cluster(env)
 
 
-@contextmanager
-def controllers(cluster: Cluster, *flags: str) -> Iterator[None]:
-    """Run the controllers `flags` (kube-controller-manager's) choose until the block
-    ends (they start working once their caches have synced: wait for what they do)."""
-    kubeconfig: Path = cluster.env.kubeconfig_for(CONTROLLER_MANAGER)
+def controller_options(env: Environment, *flags: str) -> tuple[ClientConfig, manager.Options]:
+    """The controller-manager's client config (as its own user) and its options for the
+    controllers `flags` (kube-controller-manager's) choose, without leader election."""
+    kubeconfig: Path = env.kubeconfig_for(CONTROLLER_MANAGER)
     args = manager.parse_args(["--kubeconfig", str(kubeconfig), "--leader-elect=false", *flags])
-    enabled = manager.runnable_controllers(args)
     config = load_config(args.kubeconfig)
     options = manager.Options(
-        controllers=enabled,
+        controllers=manager.runnable_controllers(args),
         root_ca=config.ca_data or b"",
         workers={},
         qps=args.kube_api_qps,
         burst=args.kube_api_burst,
         args=args,
     )
-    with controller_manager(config, options):
+    return config, options
+
+
+@contextmanager
+def controllers(cluster: Cluster, *flags: str) -> Iterator[None]:
+    """Run the controllers `flags` (kube-controller-manager's) choose until the block
+    ends (they start working once their caches have synced: wait for what they do)."""
+    with controller_manager(*controller_options(cluster.env, *flags)):
         yield
 
 

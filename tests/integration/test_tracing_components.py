@@ -23,15 +23,14 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from controlplane.controllers import manager
 from controlplane.scheduler import config as scheduler_config
 from controlplane.scheduler.metrics import Metrics
 from controlplane.scheduler.scheduler import Scheduler
 from kubelab import tracing
-from kubelab.client import RestClient, load_config, resource_for
+from kubelab.client import RestClient, resource_for
 from lab.testenv import Environment
 from tests.conftest import new_namespace
-from tests.integration.incluster_controllers import CONTROLLER_MANAGER, controller_manager
+from tests.integration.incluster_controllers import controller_manager, controller_options
 from tests.unit.client.conftest import eventually
 
 DEPLOYMENTS = resource_for("apps/v1", "Deployment")
@@ -81,23 +80,7 @@ def test_a_deployments_reconcile_continues_the_trace_in_its_annotation(
     ns = new_namespace(env, "traced")
     traced, exporter = in_memory("controller-manager")
     kubectl, _ = in_memory("apiserver")
-    args = manager.parse_args(
-        [
-            "--kubeconfig",
-            str(env.kubeconfig_for(CONTROLLER_MANAGER)),
-            "--leader-elect=false",
-            "--controllers=deployment-controller",
-        ]
-    )
-    config = load_config(args.kubeconfig)
-    options = manager.Options(
-        controllers=manager.runnable_controllers(args),
-        root_ca=b"",
-        workers={},
-        qps=args.kube_api_qps,
-        burst=args.kube_api_burst,
-        args=args,
-    )
+    config, options = controller_options(env, "--controllers=deployment-controller")
     writer = kubectl.tracer.start_span("kubectl create deployment")
     labels = {"app": "web"}
     body = {
@@ -264,24 +247,11 @@ def test_create_deployment_is_one_trace_from_kubectl_to_the_bind(
     ns = new_namespace(env, "chain")
     add_node(admin, f"{ns}-w1", [])
     traced, controller_spans = in_memory("controller-manager")
-    args = manager.parse_args(
-        [
-            "--kubeconfig",
-            str(env.kubeconfig_for(CONTROLLER_MANAGER)),
-            "--leader-elect=false",
-            "--controllers=deployment-controller,replicaset-controller",
-        ]
-    )
-    options = manager.Options(
-        controllers=manager.runnable_controllers(args),
-        root_ca=b"",
-        workers={},
-        qps=args.kube_api_qps,
-        burst=args.kube_api_burst,
-        args=args,
+    config, options = controller_options(
+        env, "--controllers=deployment-controller,replicaset-controller"
     )
     kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
-    with controller_manager(load_config(args.kubeconfig), options, traced.tracer):
+    with controller_manager(config, options, traced.tracer):
         subprocess.run(
             [
                 kubectl,
@@ -345,22 +315,7 @@ def test_a_deleted_pods_replacement_is_its_replicasets_reconcile_linked_to_the_d
     ns = new_namespace(env, "traced-replace")
     traced, exporter = in_memory("controller-manager")
     kubectl, _ = in_memory("apiserver")
-    args = manager.parse_args(
-        [
-            "--kubeconfig",
-            str(env.kubeconfig_for(CONTROLLER_MANAGER)),
-            "--leader-elect=false",
-            "--controllers=replicaset-controller",
-        ]
-    )
-    options = manager.Options(
-        controllers=manager.runnable_controllers(args),
-        root_ca=b"",
-        workers={},
-        qps=args.kube_api_qps,
-        burst=args.kube_api_burst,
-        args=args,
-    )
+    config, options = controller_options(env, "--controllers=replicaset-controller")
     labels = {"app": "solo"}
     body = {
         "metadata": {"name": "solo", "namespace": ns},
@@ -374,7 +329,7 @@ def test_a_deleted_pods_replacement_is_its_replicasets_reconcile_linked_to_the_d
             },
         },
     }
-    with controller_manager(load_config(args.kubeconfig), options, traced.tracer):
+    with controller_manager(config, options, traced.tracer):
         with trace.use_span(kubectl.tracer.start_span("kubectl create replicaset")):
             admin.create(REPLICA_SETS, body)
         eventually(lambda: len(admin.list(PODS, ns)["items"]) == 1)
