@@ -683,24 +683,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None, fetch: trace.Fetch | None = None) -> int:
-    """`labctl flows` from its arguments alone; `fetch` replaces the collector's query API
-    (tests)."""
-    return run(parse_args(argv), fetch)
+def main(argv: Sequence[str] | None = None) -> int:
+    """`labctl flows` from its arguments alone."""
+    return run(parse_args(argv))
 
 
-def run(
-    args: argparse.Namespace, fetch: trace.Fetch | None = None, hint: str = trace.START_HINT
-) -> int:
-    """Run the operations, print the table; return the exit status. `fetch` replaces the
-    collector's query API (tests); `hint` says how to start the collector when it does not
-    answer."""
+def run(args: argparse.Namespace, hint: str = trace.START_HINT) -> int:
+    """Run the operations, print the table; return the exit status. `hint` says how to
+    start the collector when it does not answer."""
     console = Console()
     wanted = args.operations or [op.name for op in OPERATIONS]
     namespace = NAMESPACE_PREFIX + uuid.uuid4().hex[:6]
     try:
         kubectl = Kubectl(find_kubectl(), args.kubeconfig, args.context, args.timeout + WAIT_MARGIN)
-        fetch = fetch or trace.collector_of(args, hint)
+        fetch = trace.collector_of(args, hint)
         fetch({"limit": 1})  # the collector answers, before anything is made
         try:
             kubectl("get", "--raw", "/readyz", "--request-timeout=10s")

@@ -245,12 +245,12 @@ def with_collector(args: argparse.Namespace, run: Callable[[argparse.Namespace, 
 
 def run_trace(args: argparse.Namespace) -> int:
     """`labctl trace`, from the lab's collector (`with_collector`)."""
-    return with_collector(args, lambda a, hint: trace.run(a, hint=hint))
+    return with_collector(args, trace.run)
 
 
 def run_flows(args: argparse.Namespace) -> int:
     """`labctl flows`, with the lab's collector (`with_collector`)."""
-    return with_collector(args, lambda a, hint: flows.run(a, hint=hint))
+    return with_collector(args, flows.run)
 
 
 def _given(options: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from kubelab.cli import flows
 from kubelab.cli.trace import USER_AGENT
+from tests.unit.test_labctl_trace import Lab, serving
 
 T0 = datetime(2026, 12, 7, 22, 0, tzinfo=UTC)
 KUBECTL_AGENT = "kubectl/v1.37.0 (linux/amd64) kubernetes/abc"
@@ -346,7 +347,8 @@ def test_a_cluster_that_does_not_answer_is_a_message_and_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = kubeconfig(tmp_path, closed_port())
-    status = flows.main(["get", "--kubeconfig", str(config)], fetch=FakeCollector([]))
+    with serving(tmp_path / "traces", Lab()) as collector:
+        status = flows.main(["get", "--kubeconfig", str(config), "--collector", collector])
     assert status == 1
     err = capsys.readouterr().err
     assert err.startswith("error: the cluster does not answer (`kubectl get --raw /readyz")
