@@ -61,6 +61,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -237,9 +238,9 @@ def _unique(values: Iterator[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(v for v in values if v))
 
 
-def hops(spans: Sequence[Span]) -> tuple[Hop, ...]:
-    """The components in the order they first acted (module docstring)."""
-    ordered = sorted(spans, key=lambda s: (s["start"], s["span_id"]))
+def hops(ordered: Sequence[Span]) -> tuple[Hop, ...]:
+    """The components in the order they first acted (module docstring), from spans
+    sorted by start (`summarize` sorts them)."""
     first = trace.moment(ordered[0]["start"])
     by_component: dict[str, list[Span]] = {}
     for span in ordered:
@@ -312,9 +313,7 @@ def _mark(yes: bool) -> str:
 
 def scheduler_cell(row: Row, seeds: Seeds) -> str:
     lines = [_mark(bool(row.scheduled))]
-    by_node: dict[str, int] = {}
-    for _, node in row.scheduled:
-        by_node[node] = by_node.get(node, 0) + 1
+    by_node = Counter(node for _, node in row.scheduled)
     lines += [f"{n} pod{'s' if n > 1 else ''} → {node}" for node, n in by_node.items()]
     return "\n".join([*lines, f"seeds: {_mark(seeds.scheduler)}"])
 
