@@ -222,7 +222,8 @@ class FakeCollector:
             wanted = params["linked_trace_id"]
             found = [s for s in found if any(ln["trace_id"] in wanted for ln in s["links"])]
         if "namespace" in params:
-            found = [s for s in found if s["attributes"].get("k8s.object.namespace") == "flows"]
+            namespace = params["namespace"]
+            found = [s for s in found if s["attributes"].get("k8s.object.namespace") == namespace]
         if "since" in params:
             since = datetime.fromisoformat(params["since"])
             found = [s for s in found if datetime.fromisoformat(s["start"]) >= since]
